@@ -1,0 +1,25 @@
+# The two commands a newcomer needs: `make run` and `make test`.
+# Each creates .venv and installs the pinned dependencies on first use.
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed
+
+.PHONY: run test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/fixgw up
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest -q
+
+bench: $(STAMP)
+	$(VENV)/bin/python bench/store_bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,120 @@
+"""Redis clients from settings: standalone, Sentinel, or Cluster through redis-py's own clients.
+
+Owns the mapping of seed 004's settings onto redis-py: connectionTimeout → connect
+timeout, socketTimeout → socket timeout, maxAttempts → total tries per command (retries
+with backoff on connection errors, timeouts, and a demoted primary's READONLY), pool.* →
+the connection pool. Knows nothing about what the keys mean.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.cluster import ClusterNode, RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ReadOnlyError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
+from redis.sentinel import Sentinel
+
+from .settings import RedisEndpoint
+
+RedisClient = redis.Redis | RedisCluster
+
+
+class IdleBoundedPool(redis.BlockingConnectionPool):
+    """Blocking pool (maxTotal, maxWait) that keeps at most ``max_idle`` idle sockets open.
+
+    redis-py keeps every released connection open; Commons Pool's maxIdle closes the
+    surplus, which matters when many processes share one Redis.
+    """
+
+    def __init__(self, *, max_idle: int, **kwargs: Any) -> None:
+        self.max_idle = max_idle
+        super().__init__(**kwargs)
+
+    def release(self, connection: Any) -> None:
+        super().release(connection)
+        with self._lock:
+            idle_open = [c for c in list(self.pool.queue) if c is not None and c._sock is not None]
+            for surplus in idle_open[self.max_idle :]:
+                surplus.disconnect()
+
+    def warm(self, count: int) -> None:
+        """Open ``count`` connections now (pool.minIdle), so the first messages pay no connect."""
+        taken = []
+        try:
+            for _ in range(count):
+                conn = self.get_connection()
+                conn.connect()
+                taken.append(conn)
+        finally:
+            for conn in taken:
+                super().release(conn)
+
+
+def _retry(endpoint: RedisEndpoint) -> Retry:
+    return Retry(
+        ExponentialBackoff(cap=min(1.0, endpoint.socketTimeout), base=0.02),
+        retries=endpoint.maxAttempts - 1,
+        supported_errors=(RedisConnectionError, RedisTimeoutError, ReadOnlyError),
+    )
+
+
+def _host_port(node: str) -> tuple[str, int]:
+    host, _, port = node.rpartition(":")
+    return host, int(port)
+
+
+def connect(endpoint: RedisEndpoint, *, client_name: str | None = None) -> RedisClient:
+    """A client for the endpoint's topology. Raises ConfigError for an unreadable secret."""
+    password = endpoint.resolve_password()
+    common: dict[str, Any] = dict(
+        socket_connect_timeout=endpoint.connectionTimeout,
+        socket_timeout=endpoint.socketTimeout,
+        password=password,
+        client_name=client_name,
+    )
+    if endpoint.topology == "cluster":
+        return RedisCluster(
+            startup_nodes=[ClusterNode(*_host_port(n)) for n in endpoint.nodes],
+            max_connections=endpoint.pool.maxTotal,  # per node
+            retry=_retry(endpoint),  # also bounds MOVED/ASK redirect follows
+            **common,
+        )
+    if endpoint.topology == "sentinel":
+        sentinel = Sentinel(
+            [_host_port(n) for n in endpoint.sentinels],
+            socket_timeout=endpoint.connectionTimeout,
+            socket_connect_timeout=endpoint.connectionTimeout,
+            sentinel_kwargs={"password": password} if password else None,
+        )
+        # The Sentinel pool discovers the current primary on every (re)connect, so after a
+        # failover the retry lands on the promoted replica.
+        return sentinel.master_for(
+            endpoint.sentinelGroup,
+            retry=_retry(endpoint),
+            max_connections=endpoint.pool.maxTotal,
+            **common,
+        )
+    assert endpoint.url is not None
+    conn_kwargs = redis.ConnectionPool.from_url(endpoint.url).connection_kwargs
+    conn_kwargs.update(common, retry=_retry(endpoint))
+    if password is None:
+        conn_kwargs["password"] = redis.ConnectionPool.from_url(endpoint.url).connection_kwargs.get("password")
+    pool = IdleBoundedPool(
+        max_idle=endpoint.pool.maxIdle,
+        max_connections=endpoint.pool.maxTotal,
+        timeout=endpoint.pool.maxWait,
+        **conn_kwargs,
+    )
+    if endpoint.pool.minIdle:
+        pool.warm(endpoint.pool.minIdle)
+    # With a pool given, redis-py takes the retry policy from the pool's connection kwargs.
+    return redis.Redis(connection_pool=pool)
+
+
+def is_cluster(client: RedisClient) -> bool:
+    return isinstance(client, RedisCluster)

@@ -1,0 +1,212 @@
+"""Configuration at the edge: seed 004's ``redisSessionStorage`` stanza as ``[session_store]``.
+
+Read from a TOML file, overridden by environment variables (``FIXGW_SESSION_STORE_<NAME>``,
+``FIXGW_SESSION_STORE_POOL__<NAME>`` for pool settings). Anything that cannot be honoured
+stops startup with a message naming the setting. Secrets never come from the file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+
+class ConfigError(Exception):
+    """Configuration that cannot be honoured; the message names the setting."""
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: Any) -> float:
+    """``"2s"``, ``"500ms"``, ``"1m"`` → seconds. Bare numbers are refused: the unit matters."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise ValueError(f"duration {value!r} needs a unit: write e.g. 500ms, 2s, 1m")
+    if not isinstance(value, str):
+        raise ValueError(f"duration must be text such as '2s', got {value!r}")
+    match = _DURATION.match(value)
+    if not match:
+        raise ValueError(f"bad duration {value!r}: write e.g. 500ms, 2s, 1m, 1h")
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def _parse_max_wait(value: Any) -> float | None:
+    # Apache Commons Pool's convention, kept from the seed: -1 waits forever.
+    if value in (-1, "-1", None):
+        return None
+    return parse_duration(value)
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+MaxWait = Annotated[float | None, BeforeValidator(_parse_max_wait)]
+
+
+class PoolSettings(BaseModel):
+    """One pool serves every session of the process (seed 004's pool.* settings)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    maxTotal: int = Field(8, ge=1)
+    maxIdle: int = Field(8, ge=0)
+    minIdle: int = Field(0, ge=0)
+    maxWait: MaxWait = None  # seconds to wait for a free connection; None = forever
+
+    @model_validator(mode="after")
+    def _idle_bounds(self) -> PoolSettings:
+        if self.minIdle > self.maxIdle:
+            raise ValueError(f"pool.minIdle ({self.minIdle}) must not exceed pool.maxIdle ({self.maxIdle})")
+        if self.maxIdle > self.maxTotal:
+            raise ValueError(f"pool.maxIdle ({self.maxIdle}) must not exceed pool.maxTotal ({self.maxTotal})")
+        return self
+
+
+class RedisEndpoint(BaseModel):
+    """Where a Redis/Valkey datastore is and how to talk to it.
+
+    Exactly one topology: ``url`` (standalone), ``sentinels`` + ``sentinelGroup``, or
+    ``nodes`` (Cluster seed nodes).
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+    url: str | None = None
+    nodes: list[str] = Field(default_factory=list)
+    sentinels: list[str] = Field(default_factory=list)
+    sentinelGroup: str | None = None
+    passwordEnv: str | None = None
+    passwordFile: Path | None = None
+    connectionTimeout: Duration = "2s"  # type: ignore[assignment]  # parsed like the file's text
+    socketTimeout: Duration = "2s"  # type: ignore[assignment]
+    maxAttempts: int = Field(5, ge=1)
+    pool: PoolSettings = Field(default_factory=PoolSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_plain_password(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("password") not in (None, ""):
+            raise ValueError(
+                "password: a plain-text password in configuration is refused; "
+                "set passwordEnv (name of an environment variable) or passwordFile instead"
+            )
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if k != "password"}
+        return data
+
+    @model_validator(mode="after")
+    def _one_topology(self) -> RedisEndpoint:
+        if bool(self.sentinels) != bool(self.sentinelGroup):
+            raise ValueError("sentinels and sentinelGroup must be set together")
+        chosen = [name for name, on in (("url", self.url), ("nodes", self.nodes), ("sentinels", self.sentinels)) if on]
+        if len(chosen) > 1:
+            raise ValueError(f"choose one topology, not {' and '.join(chosen)}")
+        if not chosen:
+            raise ValueError("no datastore: set url, nodes (cluster) or sentinels + sentinelGroup")
+        for node in [*self.nodes, *self.sentinels]:
+            host, _, port = node.rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError(f"node {node!r} must be host:port")
+        return self
+
+    @property
+    def topology(self) -> str:
+        return "cluster" if self.nodes else "sentinel" if self.sentinels else "standalone"
+
+    def resolve_password(self) -> str | None:
+        """The password from the named environment variable or secret file, if any."""
+        if self.passwordEnv:
+            value = os.environ.get(self.passwordEnv)
+            if value is None:
+                raise ConfigError(f"passwordEnv: environment variable {self.passwordEnv} is not set")
+            return value
+        if self.passwordFile:
+            try:
+                return self.passwordFile.read_text().strip()
+            except OSError as exc:
+                raise ConfigError(f"passwordFile: cannot read {self.passwordFile}: {exc.strerror}") from exc
+        return None
+
+
+class SessionStoreSettings(BaseSettings, RedisEndpoint):
+    """``[session_store]``: seed 004's redisSessionStorage settings, plus the topology."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="FIXGW_SESSION_STORE_",
+        env_nested_delimiter="__",
+        case_sensitive=False,
+        extra="forbid",
+    )
+
+    namespace: str = "fixgw"
+    lockTtl: Duration = "30s"  # type: ignore[assignment]
+    lockRenewalInterval: Duration = "10s"  # type: ignore[assignment]
+    dispatchBatchSize: int = 256
+
+    @model_validator(mode="after")
+    def _store_rules(self) -> SessionStoreSettings:
+        if self.lockRenewalInterval >= self.lockTtl:
+            raise ValueError(
+                f"lockRenewalInterval ({self.lockRenewalInterval:g}s) must be shorter than "
+                f"lockTtl ({self.lockTtl:g}s)"
+            )
+        if self.dispatchBatchSize < 1:
+            raise ValueError(f"dispatchBatchSize must be at least 1, got {self.dispatchBatchSize}")
+        for bad in "{}/":
+            if bad in self.namespace or not self.namespace:
+                raise ValueError(f"namespace {self.namespace!r} must be non-empty, without {{ }} or /")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Environment overrides the file; the file's table arrives as init kwargs.
+        return (env_settings, init_settings)
+
+
+def describe(error: ValidationError, section: str) -> str:
+    """One line per problem, each naming the setting as the operator wrote it."""
+    lines = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in item["loc"])
+        setting = f"[{section}] {where}" if where else f"[{section}]"
+        msg = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            msg = "unknown setting"
+        lines.append(f"{setting}: {msg}")
+    return "; ".join(lines)
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"configuration file {path} not found") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"configuration file {path}: {exc}") from exc
+
+
+def load_session_store(source: str | Path | dict[str, Any] | None = None) -> SessionStoreSettings:
+    """Settings from a TOML file's ``[session_store]`` table (or a dict of it), env on top."""
+    if source is None:
+        table: dict[str, Any] = {}
+    elif isinstance(source, dict):
+        table = source
+    else:
+        table = read_toml(source).get("session_store", {})
+    try:
+        return SessionStoreSettings(**table)
+    except ValidationError as exc:
+        raise ConfigError(describe(exc, "session_store")) from None

@@ -1,0 +1,204 @@
+"""The Redis FIX session store, spoken in FIX terms: sessions, sequence numbers, messages.
+
+Owns: loading a session, committing outbound messages with their state change, target
+sequence numbers, resets, connection start. Every write passes the writer's ``Fence``
+(locally: is my lock still held?) and then the owner-epoch check inside its script.
+Knows nothing of QuickFIX; callers never see a Redis command.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from . import scripts
+from .codec import (
+    OutboundRecord,
+    StoreCorruption,
+    SessionState,
+    decode_record,
+    decode_state,
+    encode_seq_field,
+    encode_state_field,
+)
+from .connection import RedisClient
+from .errors import FencedWrite, SequenceReuse, StoreError, StoreUnavailable
+from .keys import CHUNK_SIZE, SessionKey, chunk_index
+
+T = TypeVar("T")
+
+LOAD_PIPELINE_CHUNKS = 16  # chunks fetched per round trip when loading a session
+
+
+class Fence(Protocol):
+    """What a writer proves before each write: the epoch it holds, still valid."""
+
+    @property
+    def epoch(self) -> int: ...
+
+    def check(self) -> None:
+        """Raise FencedWrite if this writer must stop writing."""
+
+
+@dataclass(frozen=True, slots=True)
+class FixedEpoch:
+    """A fence for tools and tests that stamp sessions themselves (no lock renewal)."""
+
+    epoch: int
+
+    def check(self) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedSession:
+    state: SessionState
+    messages: list[OutboundRecord]  # every stored outbound message, by seqNum
+
+
+def now_ns() -> int:
+    return time.time_ns()
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """Redis failures become the store's own errors, with the reason kept."""
+    try:
+        yield
+    except ResponseError as exc:
+        text = str(exc)
+        if text.startswith("FENCED"):
+            raise FencedWrite(text) from None
+        if text.startswith("SEQREUSE"):
+            raise SequenceReuse(text) from None
+        raise StoreError(text) from exc
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        raise StoreUnavailable(f"Redis unreachable: {exc}") from exc
+
+
+class SessionStore:
+    """Seed 004's storage for the sessions of one writer (one dispatcher)."""
+
+    def __init__(self, client: RedisClient, fence: Fence,
+                 on_write: Callable[[float], None] | None = None) -> None:
+        self.client = client
+        self.fence = fence
+        self._on_write = on_write  # observes each write's latency in seconds (metrics)
+        self._commit = client.register_script(scripts.COMMIT_OUTBOUND)
+        self._update = client.register_script(scripts.UPDATE_STATE)
+        self._reset = client.register_script(scripts.RESET_SESSION)
+        self._stamp = client.register_script(scripts.STAMP_OWNER)
+
+    # --- writes -----------------------------------------------------------------------
+
+    def _write(self, fn: Callable[[], T]) -> T:
+        self.fence.check()
+        started = time.perf_counter()
+        with _translated():
+            result = fn()
+        if self._on_write is not None:
+            self._on_write(time.perf_counter() - started)
+        return result
+
+    def stamp_owner(self, session: SessionKey) -> None:
+        """Claim ``session`` for this writer's epoch; older epochs are refused from now on."""
+        self._write(lambda: self._stamp(keys=[session.owner], args=[self.fence.epoch]))
+
+    def commit_outbound(self, session: SessionKey, record: OutboundRecord) -> bool:
+        """Store one outbound message and advance senderSeqNum/lastSentSeqNum, atomically.
+
+        Returns False when the identical message was already stored (a harmless replay).
+        Raises SequenceReuse if a *different* message already holds that sequence number.
+        """
+        return self.commit_outbound_many(session, [record]) == 1
+
+    def commit_outbound_many(self, session: SessionKey, records: list[OutboundRecord]) -> int:
+        """Store several outbound messages (ascending seqNum) in one script: all or none."""
+        if not records:
+            return 0
+        keys = [session.owner, session.state]
+        args: list[Any] = [self.fence.epoch]
+        for rec in records:
+            keys.append(session.chunk_of(rec.seq_num))
+            args += [encode_seq_field(rec.seq_num), rec.encode(), rec.seq_num]
+        return int(self._write(lambda: self._commit(keys=keys, args=args)))
+
+    def _update_state(self, session: SessionKey, fields: dict[str, int]) -> None:
+        args: list[Any] = [self.fence.epoch]
+        for name, value in fields.items():
+            args += [name, encode_state_field(name, value)]
+        self._write(lambda: self._update(keys=[session.owner, session.state], args=args))
+
+    def set_next_target_seq_num(self, session: SessionKey, seq_num: int) -> None:
+        """The next sequence number expected from the counterparty."""
+        self._update_state(session, {"targetSeqNum": seq_num})
+
+    def set_next_sender_seq_num(self, session: SessionKey, seq_num: int) -> None:
+        """Move senderSeqNum forward without a message (e.g. SequenceReset we issue)."""
+        self._update_state(session, {"senderSeqNum": seq_num})
+
+    def record_connection_start(self, session: SessionKey, when_ns: int | None = None) -> None:
+        self._update_state(session, {"connectionStartTime": when_ns if when_ns is not None else now_ns()})
+
+    def reset(self, session: SessionKey, session_start_ns: int | None = None) -> int:
+        """Start a new FIX session: drop every chunk wholesale, sequence numbers back to 1.
+
+        Returns the number of chunk keys deleted (including ones that held nothing).
+        """
+        start = encode_state_field("sessionStartTime", session_start_ns if session_start_ns is not None else now_ns())
+        for _ in range(5):
+            state = self.load_state(session)
+            top = max(state.last_sent_seq_num, state.sender_seq_num - 1)
+            last_chunk = chunk_index(top)
+            keys = [session.owner, session.state] + [session.chunk(i) for i in range(last_chunk + 1)]
+            try:
+                return int(self._write(lambda: self._reset(keys=keys, args=[self.fence.epoch, start, last_chunk])))
+            except StoreError as exc:
+                if not str(exc).startswith("RETRY"):
+                    raise
+        raise StoreError(f"{session}: reset kept racing with writes; is another writer active?")
+
+    # --- reads ------------------------------------------------------------------------
+
+    def load_state(self, session: SessionKey) -> SessionState:
+        with _translated():
+            raw = self.client.hgetall(session.state)
+        return decode_state(session.state, raw)
+
+    def load(self, session: SessionKey) -> LoadedSession:
+        """State plus every outbound message of the current session, chunk by chunk, pipelined."""
+        state = self.load_state(session)
+        top = max(state.last_sent_seq_num, state.sender_seq_num - 1)
+        return LoadedSession(state, list(self.iter_messages(session, 1, top)))
+
+    def iter_messages(self, session: SessionKey, first: int, last: int) -> Iterator[OutboundRecord]:
+        """Stored messages with first <= seqNum <= last, in order, validated."""
+        if last < first:
+            return
+        chunks = list(range(chunk_index(first), chunk_index(last) + 1))
+        for batch in _batched(chunks, LOAD_PIPELINE_CHUNKS):
+            with _translated():
+                pipe = self.client.pipeline(transaction=False)
+                for index in batch:
+                    pipe.hgetall(session.chunk(index))
+                replies = pipe.execute()
+            for index, raw in zip(batch, replies):
+                key = session.chunk(index)
+                records = [decode_record(key, field, value) for field, value in raw.items()]
+                for rec in sorted(records, key=lambda r: r.seq_num):
+                    if rec.seq_num // CHUNK_SIZE != index:
+                        raise StoreCorruption(key, str(rec.seq_num), f"seqNum belongs in chunk {rec.seq_num // CHUNK_SIZE}")
+                    if first <= rec.seq_num <= last:
+                        yield rec
+
+
+def _batched(items: list[T], size: int) -> Iterable[list[T]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]

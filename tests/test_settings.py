@@ -1,0 +1,84 @@
+"""[session_store] settings: seed 004's stanza, env overrides, and refusals that name the setting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sessionstore.settings import ConfigError, load_session_store, parse_duration
+
+GOOD = """
+[session_store]
+namespace = "uat"
+url = "redis://127.0.0.1:6379/0"
+connectionTimeout = "2s"
+socketTimeout = "500ms"
+maxAttempts = 5
+lockTtl = "30s"
+lockRenewalInterval = "10s"
+dispatchBatchSize = 256
+[session_store.pool]
+maxTotal = 8
+maxIdle = 8
+minIdle = 0
+maxWait = -1
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "gw.toml"
+    path.write_text(text)
+    return path
+
+
+def test_seed_stanza_loads_with_durations(tmp_path: Path) -> None:
+    s = load_session_store(write(tmp_path, GOOD))
+    assert (s.namespace, s.socketTimeout, s.lockTtl, s.lockRenewalInterval) == ("uat", 0.5, 30.0, 10.0)
+    assert s.pool.maxWait is None and s.pool.maxTotal == 8
+    assert s.topology == "standalone"
+
+
+def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FIXGW_SESSION_STORE_LOCKTTL", "45s")
+    monkeypatch.setenv("FIXGW_SESSION_STORE_POOL__MAXTOTAL", "16")
+    s = load_session_store(write(tmp_path, GOOD))
+    assert s.lockTtl == 45.0 and s.pool.maxTotal == 16
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ('lockRenewalInterval = "30s"', "lockRenewalInterval (30s) must be shorter than lockTtl (30s)"),
+        ("dispatchBatchSize = 0", "dispatchBatchSize must be at least 1"),
+        ("colour = 3", "[session_store] colour: unknown setting"),
+        ('socketTimeout = "2 parsecs"', "[session_store] socketTimeout: bad duration '2 parsecs'"),
+        ("socketTimeout = 2", "duration 2 needs a unit"),
+        ('password = "hunter2"', "plain-text password in configuration is refused"),
+        ('sentinels = ["h:1"]', "sentinels and sentinelGroup must be set together"),
+        ('nodes = ["h:1"]', "choose one topology, not url and nodes"),
+        ("maxAttempts = 0", "[session_store] maxAttempts"),
+    ],
+)
+def test_invalid_settings_stop_startup_naming_the_setting(tmp_path: Path, change: str, message: str) -> None:
+    key = change.split("=")[0].strip()
+    lines = [ln for ln in GOOD.splitlines() if not ln.startswith(key + " ")]
+    text = "\n".join(lines).replace("[session_store]\n", f"[session_store]\n{change}\n", 1)
+    with pytest.raises(ConfigError) as err:
+        load_session_store(write(tmp_path, text))
+    assert message in str(err.value)
+
+
+def test_password_comes_from_env_or_secret_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = load_session_store({"url": "redis://h:1", "passwordEnv": "GW_PW"})
+    with pytest.raises(ConfigError, match="GW_PW is not set"):
+        s.resolve_password()
+    monkeypatch.setenv("GW_PW", "s3cret")
+    assert s.resolve_password() == "s3cret"
+    secret = tmp_path / "pw"
+    secret.write_text("fromfile\n")
+    assert load_session_store({"url": "redis://h:1", "passwordFile": str(secret)}).resolve_password() == "fromfile"
+
+
+def test_duration_units() -> None:
+    assert [parse_duration(v) for v in ("500ms", "2s", "1m", "1h")] == [0.5, 2.0, 60.0, 3600.0]

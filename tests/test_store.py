@@ -1,0 +1,158 @@
+"""The session store against real Valkey, in standalone, Sentinel and Cluster topologies."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from sessionstore import (
+    FencedWrite,
+    FixedEpoch,
+    OutboundRecord,
+    SequenceReuse,
+    SessionKey,
+    SessionState,
+    SessionStore,
+    StoreCorruption,
+    connect,
+)
+from sessionstore.codec import encode_seq_field
+from sessionstore.settings import RedisEndpoint
+
+
+def new_session() -> SessionKey:
+    return SessionKey("test", "fsg", f"S{uuid.uuid4().hex[:10]}")
+
+
+def message(seq: int, msg_type: bytes = b"8") -> OutboundRecord:
+    body = b"8=FIX.4.4\x019=5\x0135=" + msg_type + b"\x0134=" + str(seq).encode() + b"\x0110=000\x01"
+    return OutboundRecord(seq, 1_700_000_000_000_000_000 + seq, msg_type, body)
+
+
+@pytest.fixture
+def store(endpoint: RedisEndpoint) -> SessionStore:
+    return SessionStore(connect(endpoint), FixedEpoch(1))
+
+
+def claimed(store: SessionStore) -> SessionKey:
+    session = new_session()
+    store.stamp_owner(session)
+    return session
+
+
+def test_new_session_loads_seed_defaults(store: SessionStore) -> None:
+    loaded = store.load(new_session())
+    assert loaded.state == SessionState(1, 1, None, None, 0)
+    assert loaded.messages == []
+
+
+def test_commit_advances_sequence_numbers_atomically(store: SessionStore) -> None:
+    session = claimed(store)
+    for seq in (1, 2, 3):
+        assert store.commit_outbound(session, message(seq))
+    state = store.load_state(session)
+    assert (state.sender_seq_num, state.last_sent_seq_num) == (4, 3)
+    assert [m.seq_num for m in store.load(session).messages] == [1, 2, 3]
+
+
+def test_every_key_of_a_session_hashes_to_one_slot(valkey_cluster) -> None:  # type: ignore[no-untyped-def]
+    client = connect(RedisEndpoint(nodes=valkey_cluster.addresses))
+    session = new_session()
+    keys = [session.state, session.owner, session.inbox, session.chunk(0), session.chunk(7), session.clordid("X")]
+    slots = {client.execute_command("CLUSTER", "KEYSLOT", k) for k in keys}
+    assert len(slots) == 1
+    gateway = session.gateway_key
+    assert client.execute_command("CLUSTER", "KEYSLOT", gateway.lock) == client.execute_command(
+        "CLUSTER", "KEYSLOT", gateway.epoch)
+
+
+def test_chunk_boundaries_1023_1024_1025(store: SessionStore) -> None:
+    session = claimed(store)
+    store.commit_outbound_many(session, [message(s) for s in range(1, 1026)])
+    raw0 = store.client.hgetall(session.chunk(0))
+    raw1 = store.client.hgetall(session.chunk(1))
+    assert encode_seq_field(1023) in raw0 and encode_seq_field(1024) not in raw0
+    assert {encode_seq_field(1024), encode_seq_field(1025)} == set(raw1)
+    assert [m.seq_num for m in store.iter_messages(session, 1022, 1026)] == [1022, 1023, 1024, 1025]
+
+
+def test_load_after_5000_messages_returns_every_one_in_order(store: SessionStore) -> None:
+    session = claimed(store)
+    for start in range(1, 5001, 500):
+        store.commit_outbound_many(session, [message(s) for s in range(start, start + 500)])
+    loaded = store.load(session)
+    assert [m.seq_num for m in loaded.messages] == list(range(1, 5001))
+    assert loaded.messages[4999] == message(5000)
+    assert loaded.state.last_sent_seq_num == 5000
+
+
+def test_replayed_commit_is_harmless_but_different_content_is_refused(store: SessionStore) -> None:
+    session = claimed(store)
+    store.commit_outbound(session, message(1))
+    assert store.commit_outbound(session, message(1)) is False  # identical replay
+    with pytest.raises(SequenceReuse, match="seqNum 1 already sent"):
+        store.commit_outbound(session, message(1, b"0"))
+    assert store.load(session).messages == [message(1)]
+
+
+def test_a_batch_with_a_reused_number_writes_nothing(store: SessionStore) -> None:
+    session = claimed(store)
+    store.commit_outbound_many(session, [message(1), message(2)])
+    with pytest.raises(SequenceReuse):
+        store.commit_outbound_many(session, [message(3), message(2, b"0")])
+    assert store.load_state(session).last_sent_seq_num == 2
+    assert [m.seq_num for m in store.load(session).messages] == [1, 2]
+
+
+def test_target_and_connection_start_are_recorded(store: SessionStore) -> None:
+    session = claimed(store)
+    store.set_next_target_seq_num(session, 42)
+    store.record_connection_start(session, 1_234)
+    state = store.load_state(session)
+    assert (state.target_seq_num, state.connection_start_time, state.sender_seq_num) == (42, 1_234, 1)
+
+
+def test_reset_drops_every_chunk_and_starts_a_new_session(store: SessionStore) -> None:
+    session = claimed(store)
+    store.commit_outbound_many(session, [message(s) for s in range(1, 2100)])
+    store.set_next_target_seq_num(session, 77)
+    store.record_connection_start(session, 5)
+    deleted = store.reset(session, session_start_ns=99)
+    assert deleted == 3
+    assert [store.client.exists(session.chunk(i)) for i in range(3)] == [0, 0, 0]
+    assert store.load(session) == store.load(session).__class__(SessionState(1, 1, 99, 5, 0), [])
+    store.commit_outbound(session, message(1))  # seq 1 is free again in the new session
+    assert store.load_state(session).sender_seq_num == 2
+
+
+def test_writer_with_an_old_epoch_is_fenced(store: SessionStore) -> None:
+    session = claimed(store)
+    store.commit_outbound(session, message(1))
+    newer = SessionStore(store.client, FixedEpoch(2))
+    newer.stamp_owner(session)
+    with pytest.raises(FencedWrite, match="owned by epoch 2, writer holds 1"):
+        store.commit_outbound(session, message(2))
+    with pytest.raises(FencedWrite):
+        store.set_next_target_seq_num(session, 9)
+    with pytest.raises(FencedWrite, match="newer epoch 2"):
+        store.stamp_owner(session)  # an old holder cannot re-claim
+    assert store.load_state(session).last_sent_seq_num == 1
+    newer.commit_outbound(session, message(2))
+
+
+def test_unclaimed_session_refuses_writes(store: SessionStore) -> None:
+    with pytest.raises(FencedWrite, match="owned by epoch none"):
+        store.commit_outbound(new_session(), message(1))
+
+
+def test_corrupt_records_are_reported_naming_key_and_field(store: SessionStore) -> None:
+    session = claimed(store)
+    store.commit_outbound_many(session, [message(1), message(2)])
+    good = message(2).encode()
+    store.client.hset(session.chunk(0), encode_seq_field(2), good[:-3])
+    with pytest.raises(StoreCorruption, match=r"/store/0 field 2: record length says"):
+        store.load(session)
+    store.client.hset(session.chunk(0), encode_seq_field(2), message(9).encode())
+    with pytest.raises(StoreCorruption, match=r"/store/0 field 2: record carries seqNum 9"):
+        store.load(session)
