@@ -50,8 +50,8 @@ class ValkeyProcess:
     """One valkey-server (or sentinel) process with its own port and data directory."""
 
     def __init__(self, config: dict[str, Any], *, sentinel: bool = False, name: str = "valkey",
-                 data_dir: str | Path | None = None) -> None:
-        self.port = free_port()
+                 data_dir: str | Path | None = None, port: int | None = None) -> None:
+        self.port = port or free_port()
         self.name = name
         self.sentinel = sentinel
         self._own_dir = data_dir is None
@@ -99,8 +99,9 @@ class ValkeyProcess:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if self.client(socket_timeout=0.5).ping():
-                    return self
+                with self.client(socket_timeout=0.5) as probe:
+                    if probe.ping():
+                        return self
             except redis.exceptions.BusyLoadingError:
                 pass
             except redis.exceptions.ConnectionError:
@@ -114,6 +115,7 @@ class ValkeyProcess:
 
     def client(self, **kwargs: Any) -> redis.Redis:
         kwargs.setdefault("socket_timeout", 5)
+        kwargs.setdefault("password", self.config.get("requirepass"))
         return redis.Redis(host=HOST, port=self.port, **kwargs)
 
     def log_tail(self, lines: int = 20) -> str:
@@ -170,12 +172,12 @@ class ValkeyProcess:
 
 
 def standalone(*, aof: bool = False, appendfsync: str = "everysec", name: str = "valkey",
-               data_dir: str | Path | None = None, **extra: Any) -> ValkeyProcess:
+               data_dir: str | Path | None = None, port: int | None = None, **extra: Any) -> ValkeyProcess:
     """A standalone server (not started). ``appendfsync``: always | everysec | no."""
     if appendfsync not in ("always", "everysec", "no"):
         raise ValueError(f"appendfsync must be always, everysec or no, not {appendfsync!r}")
     config: dict[str, Any] = {"appendonly": "yes" if aof else "no", "appendfsync": appendfsync, **extra}
-    return ValkeyProcess(config, name=name, data_dir=data_dir)
+    return ValkeyProcess(config, name=name, data_dir=data_dir, port=port)
 
 
 class SentinelGroup:

@@ -101,3 +101,22 @@ def test_keys_share_one_hash_tag_and_parse_back() -> None:
         SessionKey.parse("uat/CLIENT1")
     with pytest.raises(ValueError, match="must not contain"):
         SessionKey("u{", "dc", "x")
+
+
+def test_fast_record_path_agrees_with_the_construct_definition() -> None:
+    import random
+
+    from sessionstore.codec import RECORD
+
+    rng = random.Random(7)
+    for _ in range(300):
+        msg_type = bytes(rng.choice(b"0123456789ABDFGHj") for _ in range(rng.randint(1, 2)))
+        body = rng.randbytes(rng.randint(0, 2000))
+        rec = OutboundRecord(rng.randint(1, 2**32 - 1), rng.randint(-(2**63), 2**63 - 1), msg_type, body)
+        built = RECORD.build(dict(record_length=24 + len(msg_type) + len(body), seq_num=rec.seq_num,
+                                  sending_time=rec.sending_time, msg_type_len=len(msg_type), body_len=len(body),
+                                  msg_type=msg_type, body=body))
+        assert rec.encode() == built
+        parsed = RECORD.parse(built)
+        assert decode_record(KEY, encode_seq_field(rec.seq_num), built) == OutboundRecord(
+            parsed.seq_num, parsed.sending_time, parsed.msg_type, parsed.body)

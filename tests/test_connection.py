@@ -1,0 +1,88 @@
+"""Clients built from settings: topology, password sources, timeouts and pool limits honoured."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import redis
+
+from sessionstore import connect
+from sessionstore.embedded import ValkeyProcess, standalone
+from sessionstore.settings import RedisEndpoint
+
+
+def test_each_topology_reaches_its_datastore(endpoint: RedisEndpoint) -> None:
+    client = connect(endpoint)
+    client.set(f"conn-{endpoint.topology}", "1")
+    assert client.get(f"conn-{endpoint.topology}") == b"1"
+
+
+def test_password_from_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    with standalone(requirepass="s3cret") as server:
+        monkeypatch.setenv("TEST_REDIS_PW", "s3cret")
+        assert connect(RedisEndpoint(url=server.url, passwordEnv="TEST_REDIS_PW")).ping()
+        with pytest.raises(redis.AuthenticationError):
+            connect(RedisEndpoint(url=server.url)).ping()
+
+
+def test_pool_max_total_and_max_wait_are_honoured(valkey: ValkeyProcess) -> None:
+    client = connect(RedisEndpoint(url=valkey.url, pool={"maxTotal": 1, "maxIdle": 1, "maxWait": "200ms"}))
+    pool = client.connection_pool
+    held = pool.get_connection()
+    started = time.monotonic()
+    with pytest.raises(redis.ConnectionError, match="No connection available"):
+        pool.get_connection()
+    assert time.monotonic() - started >= 0.18
+    pool.release(held)
+    assert client.ping()
+
+
+def test_pool_min_idle_warms_and_max_idle_closes_surplus(valkey: ValkeyProcess) -> None:
+    probe = valkey.client()
+    before = probe.info("clients")["connected_clients"]
+    client = connect(RedisEndpoint(url=valkey.url, pool={"maxTotal": 4, "maxIdle": 1, "minIdle": 1}))
+    assert probe.info("clients")["connected_clients"] == before + 1  # the warmed connection
+    pool = client.connection_pool
+    conns = [pool.get_connection() for _ in range(3)]
+    for c in conns:
+        c.connect()
+    for c in conns:
+        pool.release(c)
+    open_idle = [c for c in pool.pool.queue if c is not None and c._sock is not None]
+    assert len(open_idle) == 1
+
+
+def test_socket_timeout_and_max_attempts_bound_a_stalled_server(valkey: ValkeyProcess) -> None:
+    client = connect(RedisEndpoint(url=valkey.url, socketTimeout="200ms", maxAttempts=2))
+    client.ping()
+    valkey.pause()
+    try:
+        started = time.monotonic()
+        with pytest.raises((redis.TimeoutError, redis.ConnectionError)):
+            client.get("x")
+        assert time.monotonic() - started < 5
+    finally:
+        valkey.resume()
+
+
+def test_fixgw_up_starts_the_embedded_valkey_and_stops_on_ctrl_c(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    proc = subprocess.Popen([sys.executable, "-m", "fixgw.cli", "up", "--port", "0", "--data-dir", str(tmp_path)],
+                            stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "embedded Valkey listening on redis://127.0.0.1:" in line and "AOF on" in line
+        url = line.split(" on ")[1].split()[0]
+        assert redis.Redis.from_url(url).ping()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(10) == 0
+        with pytest.raises(redis.ConnectionError):
+            redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
+        assert (tmp_path / "appendonlydir").is_dir()
+    finally:
+        proc.kill()

@@ -1,0 +1,144 @@
+"""The dispatcher lock: one holder, takeover after expiry, fencing of a stalled former holder."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+
+import pytest
+
+from sessionstore import DispatcherLock, FencedWrite, GatewayKey, OutboundRecord, SessionStore, connect
+from sessionstore.embedded import ValkeyProcess
+from sessionstore.settings import RedisEndpoint
+
+
+def gateway() -> GatewayKey:
+    return GatewayKey("locktest", f"g{uuid.uuid4().hex[:8]}")
+
+
+def record(seq: int) -> OutboundRecord:
+    return OutboundRecord(seq, seq, b"8", b"35=8|" + str(seq).encode())
+
+
+def test_two_contenders_only_one_holds(endpoint: RedisEndpoint) -> None:
+    client = connect(endpoint)
+    gw = gateway()
+    a = DispatcherLock(client, gw, ttl=5, renewal=1, holder="a")
+    b = DispatcherLock(client, gw, ttl=5, renewal=1, holder="b")
+    assert a.try_acquire()
+    assert not b.try_acquire()
+    assert a.held and not b.held
+    assert a.holder() == a.token
+    with pytest.raises(FencedWrite, match="never acquired"):
+        b.check()
+    assert a.release()
+    assert b.try_acquire() and b.epoch == a.epoch + 1
+    b.release()
+
+
+def test_renewal_keeps_the_lock_past_its_ttl(valkey: ValkeyProcess) -> None:
+    client = valkey.client()
+    gw = gateway()
+    a = DispatcherLock(client, gw, ttl=0.6, renewal=0.15)
+    assert a.try_acquire()
+    time.sleep(1.5)
+    assert a.held
+    assert not DispatcherLock(client, gw, ttl=0.6, renewal=0.15).try_acquire()
+    a.release()
+
+
+def test_takeover_after_ttl_expiry_fences_the_stalled_former_holder(valkey: ValkeyProcess) -> None:
+    client = valkey.client()
+    gw = gateway()
+    session = gw.session("CLIENT1")
+    lost: list[str] = []
+    old = DispatcherLock(client, gw, ttl=0.5, renewal=0.1, on_lost=lost.append)
+    assert old.try_acquire()
+    old_store = SessionStore(client, old)
+    old_store.stamp_owner(session)
+    old_store.commit_outbound(session, record(1))
+
+    old._stop.set()  # the former holder stalls: no renewals (a GC pause, a frozen VM)
+    time.sleep(0.7)
+    new = DispatcherLock(client, gw, ttl=5, renewal=1)
+    assert new.try_acquire(), "standby takes over once the TTL has run out"
+    new_store = SessionStore(client, new)
+    new_store.stamp_owner(session)
+    new_store.commit_outbound(session, record(2))
+
+    # The stalled holder wakes up: its local lease check stops it first...
+    with pytest.raises(FencedWrite, match="lock not held"):
+        old_store.commit_outbound(session, record(3))
+    assert lost and "expired" in lost[0]
+    # ...and even if it skipped that check, the owner epoch inside the script refuses it.
+    from sessionstore.store import FixedEpoch
+
+    sneaky = SessionStore(client, FixedEpoch(old.epoch))
+    with pytest.raises(FencedWrite, match=f"owned by epoch {new.epoch}"):
+        sneaky.commit_outbound(session, record(3))
+    assert new_store.load_state(session).last_sent_seq_num == 2
+    new.release()
+
+
+def test_holder_whose_lock_is_taken_notices_and_stops(valkey: ValkeyProcess) -> None:
+    client = valkey.client()
+    gw = gateway()
+    lost = threading.Event()
+    a = DispatcherLock(client, gw, ttl=2, renewal=0.1, on_lost=lambda r: lost.set())
+    assert a.try_acquire()
+    client.set(gw.lock, "someone-else")  # e.g. an operator forced it, or expiry raced
+    assert lost.wait(2)
+    assert not a.held
+    with pytest.raises(FencedWrite, match="another holder"):
+        a.check()
+
+
+def test_holder_cut_off_from_redis_stops_within_its_ttl(valkey: ValkeyProcess) -> None:
+    client = valkey.client(socket_timeout=0.2)
+    gw = gateway()
+    a = DispatcherLock(client, gw, ttl=0.8, renewal=0.2)
+    assert a.try_acquire()
+    valkey.pause()
+    try:
+        time.sleep(1.2)
+        assert not a.held
+        with pytest.raises(FencedWrite):
+            a.check()
+    finally:
+        valkey.resume()
+
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from sessionstore import DispatcherLock, GatewayKey
+    import redis
+    client = redis.Redis(port=int(sys.argv[1]))
+    lock = DispatcherLock(client, GatewayKey("locktest", sys.argv[2]), ttl=30, renewal=10)
+    assert lock.try_acquire()
+    lock.release_on_sigterm()
+    print("held", flush=True)
+    while True:
+        time.sleep(0.1)
+""")
+
+
+def test_sigterm_releases_the_lock_so_a_standby_need_not_wait(valkey: ValkeyProcess) -> None:
+    name = f"g{uuid.uuid4().hex[:8]}"
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(valkey.port), name], stdout=subprocess.PIPE,
+                            cwd=os.path.dirname(os.path.dirname(__file__)))
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"held"
+        standby = DispatcherLock(valkey.client(), GatewayKey("locktest", name), ttl=30, renewal=10)
+        assert not standby.try_acquire()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+        assert standby.try_acquire(), "lock released at SIGTERM, long before its 30s TTL"
+        standby.release()
+    finally:
+        proc.kill()
