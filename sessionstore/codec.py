@@ -99,7 +99,7 @@ class SessionState:
         return replace(self, **changes)
 
 
-_ATTR = {
+STATE_ATTRS = {
     "senderSeqNum": "sender_seq_num",
     "targetSeqNum": "target_seq_num",
     "sessionStartTime": "session_start_time",
@@ -115,7 +115,7 @@ def encode_state_field(field: str, value: int) -> bytes:
 def encode_state(state: SessionState) -> dict[str, bytes]:
     """Fields to HSET; unset timestamps are left out (a missing field means unset)."""
     out: dict[str, bytes] = {}
-    for field, attr in _ATTR.items():
+    for field, attr in STATE_ATTRS.items():
         value = getattr(state, attr)
         if value is not None:
             out[field] = encode_state_field(field, value)
@@ -132,7 +132,7 @@ def decode_state(key: str, raw: dict[bytes, bytes]) -> SessionState:
         width = STATE_WIDTHS[name]
         if len(value) != width:
             raise StoreCorruption(key, name, f"expected {width} bytes, found {len(value)}")
-        values[_ATTR[name]] = _STATE[name].unpack(value)[0]
+        values[STATE_ATTRS[name]] = _STATE[name].unpack(value)[0]
     return SessionState(**values)
 
 

@@ -1,0 +1,240 @@
+"""``fixgw-inspect``: read-only inspection of FIX sessions stored in Redis (seed 004 format).
+
+Where seed 004's redis-cli loops print field lengths, this decodes: state fields with
+their raw widths, stored messages with SOH shown as ``|``. Works against standalone,
+Sentinel or Cluster (every primary is scanned). Never writes. A corrupt field is
+reported (key, field, problem) and the listing goes on; the exit status is 1 then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from sessionstore.codec import STATE_ATTRS, STATE_WIDTHS, StoreCorruption, decode_record, decode_state
+from sessionstore.connection import RedisClient, connect, is_cluster
+from sessionstore.keys import CHUNK_SIZE, SessionKey, parse_key
+from sessionstore.settings import ConfigError, RedisEndpoint, load_session_store
+
+PROGRESS_EVERY = 1000  # keys between progress lines on stderr
+
+
+def iso(ns: int | None) -> str | None:
+    if ns is None:
+        return None
+    return datetime.fromtimestamp(ns // 1_000_000_000, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ns % 1_000_000_000:09d}Z"
+
+
+def show_soh(raw: bytes) -> str:
+    return raw.replace(b"\x01", b"|").decode("latin-1")
+
+
+@dataclass
+class Report:
+    """What a command found, plus the problems it stepped over."""
+
+    problems: list[dict[str, str]] = field(default_factory=list)
+
+    def problem(self, key: str, fld: str, what: str) -> None:
+        self.problems.append({"key": key, "field": fld, "problem": what})
+        print(f"fixgw-inspect: {key} field {fld}: {what}", file=sys.stderr)
+
+
+def scan(client: RedisClient, pattern: str) -> Iterator[str]:
+    """SCAN every primary (all of a cluster's), with a progress line on stderr."""
+    if is_cluster(client):
+        nodes = [(n.name, n) for n in client.get_primaries()]  # type: ignore[union-attr]
+    else:
+        nodes = [("server", None)]
+    seen = 0
+    for name, node in nodes:
+        it = (client.scan_iter(match=pattern, count=1000, target_nodes=node)  # type: ignore[call-arg]
+              if node is not None else client.scan_iter(match=pattern, count=1000))
+        for key in it:
+            seen += 1
+            if seen % PROGRESS_EVERY == 0:
+                print(f"\rscanning {name}: {seen} keys", end="", file=sys.stderr, flush=True)
+            yield key.decode() if isinstance(key, bytes) else key
+    if seen >= PROGRESS_EVERY:
+        print(f"\rscanned {seen} keys{' ' * 20}", file=sys.stderr, flush=True)
+
+
+def _state_or_problem(client: RedisClient, session: SessionKey, report: Report) -> tuple[dict[bytes, bytes], Any]:
+    raw = client.hgetall(session.state)
+    try:
+        return raw, decode_state(session.state, raw)
+    except StoreCorruption as exc:
+        report.problem(exc.key, exc.field, exc.problem)
+        return raw, None
+
+
+def cmd_sessions(client: RedisClient, args: argparse.Namespace, report: Report) -> Any:
+    prefix = f"{{{args.namespace}/" if args.namespace else "{"
+    sessions: dict[SessionKey, set[int]] = {}
+    for key in scan(client, prefix.replace("[", "\\[") + "*"):
+        parsed = parse_key(key)
+        if parsed is None:
+            continue
+        session, suffix = parsed
+        chunks = sessions.setdefault(session, set())
+        if suffix.startswith("store/") and suffix[6:].isdigit():
+            chunks.add(int(suffix[6:]))
+    rows = []
+    for session in sorted(sessions, key=str):
+        _, state = _state_or_problem(client, session, report)
+        pipe = client.pipeline(transaction=False)
+        for index in sorted(sessions[session]):
+            pipe.hlen(session.chunk(index))
+        count = sum(pipe.execute()) if sessions[session] else 0
+        rows.append({
+            "session": str(session),
+            "senderSeqNum": state.sender_seq_num if state else None,
+            "targetSeqNum": state.target_seq_num if state else None,
+            "lastSentSeqNum": state.last_sent_seq_num if state else None,
+            "messages": count,
+            "sessionStartTime": iso(state.session_start_time) if state else None,
+        })
+    if args.json:
+        return {"sessions": rows, "problems": report.problems}
+    header = f"{'session':40} {'sender':>7} {'target':>7} {'lastSent':>8} {'stored':>7}  sessionStartTime"
+    lines = [header] + [
+        f"{r['session']:40} {_n(r['senderSeqNum']):>7} {_n(r['targetSeqNum']):>7} {_n(r['lastSentSeqNum']):>8}"
+        f" {r['messages']:>7}  {r['sessionStartTime'] or 'unset'}" for r in rows]
+    lines.append(f"{len(rows)} session(s)")
+    return "\n".join(lines)
+
+
+def _n(v: int | None) -> str:
+    return "?" if v is None else str(v)
+
+
+def cmd_state(client: RedisClient, args: argparse.Namespace, report: Report) -> Any:
+    session = SessionKey.parse(args.session)
+    raw = client.hgetall(session.state)
+    if not raw:
+        report.problem(session.state, "-", "no such session (state key missing)")
+        return {"session": str(session), "fields": [], "problems": report.problems} if args.json else ""
+    fields = []
+    for name_b, value in sorted(raw.items()):
+        name = name_b.decode("ascii", "replace")
+        entry: dict[str, Any] = {"field": name, "width": len(value), "raw": value.hex()}
+        try:
+            decoded = getattr(decode_state(session.state, {name_b: value}), STATE_ATTRS[name])
+            entry["value"] = decoded
+            if name.endswith("Time"):
+                entry["iso"] = iso(decoded)
+        except StoreCorruption as exc:
+            report.problem(exc.key, exc.field, exc.problem)
+            entry["error"] = exc.problem
+        fields.append(entry)
+    missing = [n for n in STATE_WIDTHS if n.encode() not in raw]
+    if args.json:
+        return {"session": str(session), "fields": fields, "defaults_used": missing, "problems": report.problems}
+    lines = [f"{session.state}"]
+    for f in fields:
+        shown = f.get("iso") or f.get("value", f"<{f.get('error')}>")
+        lines.append(f"  {f['field']:20} {str(shown):32} ({f['width']} bytes: {f['raw']})")
+    for n in missing:
+        lines.append(f"  {n:20} {'(missing: default)':32}")
+    return "\n".join(lines)
+
+
+def cmd_messages(client: RedisClient, args: argparse.Namespace, report: Report) -> Any:
+    session = SessionKey.parse(args.session)
+    raw_state, state = _state_or_problem(client, session, report)
+    if not raw_state and not client.exists(session.chunk(0)):
+        report.problem(session.state, "-", "no such session (no state, no stored messages)")
+    top = args.to if args.to is not None else (
+        max(state.last_sent_seq_num, state.sender_seq_num - 1) if state else CHUNK_SIZE - 1)
+    first = max(1, args.from_)
+    rows = []
+    for index in range(first // CHUNK_SIZE, top // CHUNK_SIZE + 1):
+        key = session.chunk(index)
+        for fld, value in sorted(client.hgetall(key).items()):
+            try:
+                rec = decode_record(key, fld, value)
+            except StoreCorruption as exc:
+                report.problem(exc.key, exc.field, exc.problem)
+                continue
+            if first <= rec.seq_num <= top:
+                rows.append({"seq": rec.seq_num, "sendingTime": iso(rec.sending_time),
+                             "msgType": rec.msg_type.decode("latin-1"), "body": show_soh(rec.body)})
+    rows.sort(key=lambda r: r["seq"])
+    if args.json:
+        return {"session": str(session), "messages": rows, "problems": report.problems}
+    lines = [f"{r['seq']:>7}  {r['sendingTime']}  {r['msgType']:>2}  {r['body']}" for r in rows]
+    lines.append(f"{len(rows)} message(s), {len(report.problems)} problem(s)")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fixgw-inspect", description=__doc__.splitlines()[0])
+    where = p.add_argument_group("datastore (one of)")
+    where.add_argument("--url", help="standalone: redis://host:port/db")
+    where.add_argument("--sentinels", help="comma-separated host:port of Sentinels (with --sentinel-group)")
+    where.add_argument("--sentinel-group", help="Sentinel group name")
+    where.add_argument("--nodes", help="comma-separated cluster seed nodes host:port")
+    where.add_argument("--config", help="TOML file: use its [session_store] settings")
+    p.add_argument("--password-env", help="environment variable holding the password")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("sessions", help="list sessions with sequence numbers and stored-message counts")
+    s.add_argument("--namespace", help="only this namespace")
+    s.set_defaults(func=cmd_sessions)
+    st = sub.add_parser("state", help="decode one session's state fields")
+    st.add_argument("session", help="namespace/gateway/name")
+    st.set_defaults(func=cmd_state)
+    m = sub.add_parser("messages", help="decode one session's stored outbound messages")
+    m.add_argument("session", help="namespace/gateway/name")
+    m.add_argument("--from", dest="from_", type=int, default=1, help="first seqNum (default 1)")
+    m.add_argument("--to", type=int, default=None, help="last seqNum (default lastSentSeqNum)")
+    m.set_defaults(func=cmd_messages)
+    return p
+
+
+def endpoint_from(args: argparse.Namespace) -> RedisEndpoint:
+    if args.config:
+        return load_session_store(args.config)
+    data: dict[str, Any] = {"passwordEnv": args.password_env}
+    if args.url:
+        data["url"] = args.url
+    if args.nodes:
+        data["nodes"] = args.nodes.split(",")
+    if args.sentinels:
+        data["sentinels"] = args.sentinels.split(",")
+        data["sentinelGroup"] = args.sentinel_group
+    try:
+        return RedisEndpoint(**data)
+    except Exception as exc:  # pydantic's message names the option
+        raise ConfigError(str(exc).splitlines()[-2] if "\n" in str(exc) else str(exc)) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        client = connect(endpoint_from(args), client_name="fixgw-inspect")
+        report = Report()
+        result = args.func(client, args, report)
+    except (ConfigError, ValueError) as exc:
+        print(f"fixgw-inspect: {exc}", file=sys.stderr)
+        return 2
+    except RedisError as exc:
+        print(f"fixgw-inspect: cannot read from Redis: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result, indent=2))
+    elif result:
+        print(result)
+    return 1 if report.problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
