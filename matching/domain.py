@@ -1,0 +1,394 @@
+"""Price-time matching: the pure heart of the cell (seed 000's calculateDeal, grown up).
+
+Rules of this file:
+- everything that decides who trades with whom, at what price and how much lives here;
+- it does no I/O and knows neither Redis nor FIX: commands in, ``Outcome`` out;
+- prices are integer ticks, quantities integer lots; nothing is ever a float.
+
+Theory of operation: a ``Cell`` holds one ``Book`` per pair and the partition's priority
+counter. ``Cell.apply(command)`` mutates the books and returns an ``Outcome``: the
+events to publish (in order) and the order ``Change``s (before → after) the conductor
+must commit. Time priority is a per-partition counter, so a rebuilt book orders exactly
+as the original did.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from .contracts import (
+    CancelOrder,
+    Command,
+    EventType,
+    OrderPayload,
+    OrderType,
+    PlaceOrder,
+    ReplaceOrder,
+    Side,
+    TimeInForce,
+)
+from .instruments import Instrument
+
+
+class StpMode(StrEnum):
+    """What happens when a taker would trade with a resting order of the same account."""
+
+    CANCEL_TAKER = "cancel-taker"  # the incoming order's rest is canceled (the default)
+    CANCEL_MAKER = "cancel-maker"  # the resting order is canceled, matching goes on
+    CANCEL_BOTH = "cancel-both"
+
+
+class Reason(StrEnum):
+    UNKNOWN_PAIR = "unknown-pair"
+    INVALID_QUANTITY = "invalid-quantity"
+    QUANTITY_OUT_OF_RANGE = "quantity-out-of-range"
+    INVALID_PRICE = "invalid-price"
+    PRICE_OUT_OF_BAND = "price-out-of-band"
+    POST_ONLY_WOULD_TAKE = "post-only-would-take"
+    INSUFFICIENT_LIQUIDITY = "insufficient-liquidity"
+    DUPLICATE_ORDER_ID = "duplicate-order-id"
+    UNSUPPORTED = "unsupported-order"
+    UNKNOWN_ORDER = "unknown-order"
+    NOT_OWNER = "not-owner"
+    QUANTITY_BELOW_FILLED = "quantity-below-filled"
+    # order.canceled reasons
+    REQUESTED = "requested"
+    IOC_UNFILLED = "ioc-unfilled"
+    FOK_UNFILLABLE = "fok-unfillable"
+    SELF_TRADE = "self-trade-prevented"
+
+
+@dataclass(frozen=True, slots=True)
+class Order:
+    """An order as the book holds it (and as the conductor stores it)."""
+
+    order_id: str
+    pair_id: int
+    side: Side
+    order_type: OrderType
+    time_in_force: TimeInForce
+    price: int | None
+    quantity: int  # total lots ordered (after any replace)
+    remaining: int
+    priority: int
+    post_only: bool = False
+    account: str = ""
+    owner: str = ""
+    client_order_id: str = ""
+    filled_notional: int = 0  # Σ price × qty of fills, in tick·lot units (exact average price)
+
+    @property
+    def filled(self) -> int:
+        return self.quantity - self.remaining
+
+    def crosses(self, price: int) -> bool:
+        """Would this order, as a taker, trade at ``price``?"""
+        if self.price is None:
+            return True
+        return price <= self.price if self.side is Side.BUY else price >= self.price
+
+    def cum(self) -> dict[str, Any]:
+        return {"orderId": self.order_id, "quantity": self.quantity, "filled": self.filled,
+                "remaining": self.remaining, "filledNotional": self.filled_notional, "owner": self.owner,
+                "clientOrderId": self.client_order_id, "side": str(self.side), "account": self.account}
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One order's state before and after a command (None = absent)."""
+
+    before: Order | None
+    after: Order | None
+
+
+@dataclass(slots=True)
+class Outcome:
+    events: list[tuple[EventType, dict[str, Any]]] = field(default_factory=list)
+    changes: dict[str, Change] = field(default_factory=dict)  # by order id, coalesced
+    status: str = "applied"
+
+    def emit(self, kind: EventType, payload: dict[str, Any]) -> None:
+        self.events.append((kind, payload))
+
+    def record(self, before: Order | None, after: Order | None) -> None:
+        oid = (after or before).order_id  # type: ignore[union-attr]
+        prior = self.changes.get(oid)
+        self.changes[oid] = Change(prior.before if prior else before, after)
+
+    def summary(self) -> dict[str, Any]:
+        return {"status": self.status, "events": [str(k) for k, _ in self.events]}
+
+
+class Book:
+    """One pair's resting orders: price levels in time order, best price by heap."""
+
+    def __init__(self, pair_id: int) -> None:
+        self.pair_id = pair_id
+        self.orders: dict[str, Order] = {}
+        self._levels: dict[Side, dict[int, dict[str, None]]] = {Side.BUY: {}, Side.SELL: {}}
+        self._heaps: dict[Side, list[int]] = {Side.BUY: [], Side.SELL: []}  # bids negated
+
+    def add(self, order: Order) -> None:
+        assert order.price is not None and order.remaining > 0
+        levels = self._levels[order.side]
+        level = levels.get(order.price)
+        if level is None:
+            level = levels[order.price] = {}
+            heapq.heappush(self._heaps[order.side], -order.price if order.side is Side.BUY else order.price)
+        level[order.order_id] = None
+        self.orders[order.order_id] = order
+
+    def update_in_place(self, order: Order) -> None:
+        """New remaining/quantity with the same price and priority: keeps its place."""
+        self.orders[order.order_id] = order
+
+    def remove(self, order_id: str) -> Order:
+        order = self.orders.pop(order_id)
+        assert order.price is not None
+        levels = self._levels[order.side]
+        level = levels[order.price]
+        del level[order_id]
+        if not level:
+            del levels[order.price]  # its heap entry is dropped lazily
+        return order
+
+    def best_price(self, side: Side) -> int | None:
+        heap, levels = self._heaps[side], self._levels[side]
+        while heap:
+            price = -heap[0] if side is Side.BUY else heap[0]
+            if price in levels:
+                return price
+            heapq.heappop(heap)
+        return None
+
+    def best(self, side: Side) -> Iterator[Order]:
+        """Resting orders of ``side`` in priority order, stable while the caller removes
+        the order it was just given."""
+        while True:
+            price = self.best_price(side)
+            if price is None:
+                return
+            level = self._levels[side][price]
+            oid = next(iter(level))
+            yield self.orders[oid]
+
+    def in_priority_order(self, side: Side) -> list[Order]:
+        """Every resting order of a side, best first (for dry runs and snapshots)."""
+        prices = sorted(self._levels[side], reverse=side is Side.BUY)
+        return [self.orders[oid] for p in prices for oid in self._levels[side][p]]
+
+
+class Cell:
+    """The matching state of one partition: books by pair plus the priority counter."""
+
+    def __init__(self, instruments: dict[int, Instrument], stp_mode: StpMode = StpMode.CANCEL_TAKER,
+                 next_priority: int = 1) -> None:
+        self.instruments = instruments
+        self.stp_mode = stp_mode
+        self.next_priority = next_priority
+        self.books: dict[int, Book] = {}
+
+    def book(self, pair_id: int) -> Book:
+        book = self.books.get(pair_id)
+        if book is None:
+            book = self.books[pair_id] = Book(pair_id)
+        return book
+
+    def restore(self, order: Order) -> None:
+        """Put back a stored resting order (rebuilding from Redis); call in priority order."""
+        self.book(order.pair_id).add(order)
+        self.next_priority = max(self.next_priority, order.priority + 1)
+
+    def find(self, pair_id: int, order_id: str) -> Order | None:
+        book = self.books.get(pair_id)
+        return book.orders.get(order_id) if book else None
+
+    def _take_priority(self) -> int:
+        p = self.next_priority
+        self.next_priority += 1
+        return p
+
+    # --- commands ---------------------------------------------------------------------
+
+    def apply(self, command: Command) -> Outcome:
+        if isinstance(command, PlaceOrder):
+            return self.place(command.pair_id, command.order)
+        if isinstance(command, CancelOrder):
+            return self.cancel(command)
+        return self.replace_order(command)
+
+    def _validate(self, instrument: Instrument | None, o: OrderPayload) -> Reason | None:
+        if instrument is None:
+            return Reason.UNKNOWN_PAIR
+        if o.quantity <= 0:
+            return Reason.INVALID_QUANTITY
+        if not instrument.min_lots <= o.quantity <= instrument.max_lots:
+            return Reason.QUANTITY_OUT_OF_RANGE
+        if o.order_type is OrderType.LIMIT:
+            if o.price is None or o.price <= 0:
+                return Reason.INVALID_PRICE
+            if not instrument.min_ticks <= o.price <= instrument.max_ticks:
+                return Reason.PRICE_OUT_OF_BAND
+        else:
+            if o.price is not None:
+                return Reason.INVALID_PRICE
+            if o.post_only:
+                return Reason.UNSUPPORTED  # a market order always takes
+        if o.post_only and o.time_in_force is not TimeInForce.GTC:
+            return Reason.UNSUPPORTED
+        return None
+
+    def place(self, pair_id: int, o: OrderPayload) -> Outcome:
+        out = Outcome()
+        instrument = self.instruments.get(pair_id)
+        reason = self._validate(instrument, o)
+        if reason is None and self.find(pair_id, o.order_id) is not None:
+            reason = Reason.DUPLICATE_ORDER_ID
+        book = self.book(pair_id)
+        if reason is None and o.post_only:
+            best = book.best_price(o.side.opposite)
+            if best is not None and (best <= o.price if o.side is Side.BUY else best >= o.price):  # type: ignore[operator]
+                reason = Reason.POST_ONLY_WOULD_TAKE
+        if reason is not None:
+            out.status = "rejected"
+            out.emit(EventType.ORDER_REJECTED, {"orderId": o.order_id, "reason": str(reason), "owner": o.owner,
+                                                "clientOrderId": o.client_order_id, "side": str(o.side),
+                                                "quantity": o.quantity, "price": o.price, "account": o.account})
+            return out
+        taker = Order(o.order_id, pair_id, o.side, o.order_type, o.time_in_force, o.price, o.quantity, o.quantity,
+                      self._take_priority(), o.post_only, o.account, o.owner, o.client_order_id)
+        out.emit(EventType.ORDER_ACCEPTED, {**taker.cum(), "type": str(o.order_type), "timeInForce": str(o.time_in_force),
+                                            "price": o.price, "postOnly": o.post_only})
+        if o.time_in_force is TimeInForce.FOK and self._fillable(book, taker) < taker.quantity:
+            out.emit(EventType.ORDER_CANCELED, {**taker.cum(), "reason": str(Reason.FOK_UNFILLABLE)})
+            return out
+        self._match(book, taker, out, resting_before=None)
+        return out
+
+    def _fillable(self, book: Book, taker: Order) -> int:
+        """How much of ``taker`` would fill now, self-trade prevention included (dry run)."""
+        total = 0
+        for maker in book.in_priority_order(taker.side.opposite):
+            if not taker.crosses(maker.price) or total >= taker.quantity:  # type: ignore[arg-type]
+                break
+            if maker.account and maker.account == taker.account:
+                if self.stp_mode is StpMode.CANCEL_MAKER:
+                    continue
+                break
+            total += maker.remaining
+        return min(total, taker.quantity)
+
+    def _match(self, book: Book, taker: Order, out: Outcome, resting_before: Order | None) -> None:
+        """Trade ``taker`` against the book, then rest, cancel or reject what is left.
+
+        ``resting_before`` is the taker's stored state when it was already on the book
+        (an aggressive replace), so its Change starts from there.
+        """
+        stopped_by_stp = False
+        for maker in book.best(taker.side.opposite):
+            if taker.remaining == 0 or not taker.crosses(maker.price):  # type: ignore[arg-type]
+                break
+            if maker.account and maker.account == taker.account:
+                if self.stp_mode in (StpMode.CANCEL_MAKER, StpMode.CANCEL_BOTH):
+                    book.remove(maker.order_id)
+                    out.record(maker, None)
+                    out.emit(EventType.ORDER_CANCELED, {**maker.cum(), "reason": str(Reason.SELF_TRADE)})
+                if self.stp_mode in (StpMode.CANCEL_TAKER, StpMode.CANCEL_BOTH):
+                    stopped_by_stp = True
+                    break
+                continue
+            qty = min(taker.remaining, maker.remaining)
+            price = maker.price
+            assert price is not None
+            new_maker = replace(maker, remaining=maker.remaining - qty, filled_notional=maker.filled_notional + price * qty)
+            taker = replace(taker, remaining=taker.remaining - qty, filled_notional=taker.filled_notional + price * qty)
+            if new_maker.remaining:
+                book.update_in_place(new_maker)
+                out.record(maker, new_maker)
+            else:
+                book.remove(maker.order_id)
+                out.record(maker, None)
+            out.emit(EventType.DEAL_EXECUTED, {"price": price, "quantity": qty, "maker": new_maker.cum(),
+                                               "taker": taker.cum(), "takerSide": str(taker.side)})
+        if taker.remaining == 0:
+            if resting_before is not None:
+                out.record(resting_before, None)
+            return
+        if stopped_by_stp:
+            out.emit(EventType.ORDER_CANCELED, {**taker.cum(), "reason": str(Reason.SELF_TRADE)})
+        elif taker.order_type is OrderType.MARKET:
+            out.emit(EventType.ORDER_REJECTED, {**taker.cum(), "reason": str(Reason.INSUFFICIENT_LIQUIDITY)})
+        elif taker.time_in_force is not TimeInForce.GTC:
+            out.emit(EventType.ORDER_CANCELED, {**taker.cum(), "reason": str(Reason.IOC_UNFILLED)})
+        else:
+            book.add(taker)
+            out.record(resting_before, taker)
+            return
+        if resting_before is not None:
+            out.record(resting_before, None)
+
+    def cancel(self, c: CancelOrder) -> Outcome:
+        out = Outcome()
+        order = self.find(c.pair_id, c.order_id)
+        reason = Reason.UNKNOWN_ORDER if order is None else (
+            Reason.NOT_OWNER if c.owner and order.owner and c.owner != order.owner else None)
+        if reason is not None or order is None:
+            out.status = "rejected"
+            out.emit(EventType.CANCEL_REJECTED, {"orderId": c.order_id, "reason": str(reason), "responseTo": "cancel",
+                                                 "owner": c.owner, "clientOrderId": c.client_order_id,
+                                                 "origClientOrderId": order.client_order_id if order else ""})
+            return out
+        self.book(c.pair_id).remove(order.order_id)
+        out.record(order, None)
+        out.emit(EventType.ORDER_CANCELED, {**order.cum(), "reason": str(Reason.REQUESTED),
+                                            "cancelClientOrderId": c.client_order_id})
+        return out
+
+    def replace_order(self, r: ReplaceOrder) -> Outcome:
+        out = Outcome()
+        order = self.find(r.pair_id, r.order_id)
+        instrument = self.instruments.get(r.pair_id)
+        reason: Reason | None = None
+        if order is None or instrument is None:
+            reason = Reason.UNKNOWN_ORDER
+        elif r.owner and order.owner and r.owner != order.owner:
+            reason = Reason.NOT_OWNER
+        elif r.quantity <= 0:
+            reason = Reason.INVALID_QUANTITY
+        elif not instrument.min_lots <= r.quantity <= instrument.max_lots:
+            reason = Reason.QUANTITY_OUT_OF_RANGE
+        elif r.price is None or r.price <= 0:
+            reason = Reason.INVALID_PRICE
+        elif not instrument.min_ticks <= r.price <= instrument.max_ticks:
+            reason = Reason.PRICE_OUT_OF_BAND
+        elif r.quantity <= order.filled:
+            reason = Reason.QUANTITY_BELOW_FILLED
+        elif order.post_only:
+            best = self.book(r.pair_id).best_price(order.side.opposite)
+            if best is not None and (best <= r.price if order.side is Side.BUY else best >= r.price):
+                reason = Reason.POST_ONLY_WOULD_TAKE
+        if reason is not None or order is None:
+            out.status = "rejected"
+            out.emit(EventType.CANCEL_REJECTED, {"orderId": r.order_id, "reason": str(reason), "responseTo": "replace",
+                                                 "owner": r.owner, "clientOrderId": r.client_order_id,
+                                                 "origClientOrderId": order.client_order_id if order else ""})
+            return out
+        assert r.price is not None
+        keeps_priority = r.price == order.price and r.quantity <= order.quantity
+        book = self.book(r.pair_id)
+        updated = replace(order, price=r.price, quantity=r.quantity, remaining=r.quantity - order.filled,
+                          client_order_id=r.client_order_id or order.client_order_id,
+                          priority=order.priority if keeps_priority else self._take_priority())
+        out.emit(EventType.ORDER_REPLACED, {**updated.cum(), "price": r.price, "priorityKept": keeps_priority,
+                                            "origClientOrderId": order.client_order_id})
+        if keeps_priority:
+            book.update_in_place(updated)
+            out.record(order, updated)
+            return out
+        book.remove(order.order_id)
+        self._match(book, updated, out, resting_before=order)
+        return out
