@@ -1,0 +1,351 @@
+"""The conductor: the only writer of one partition (seed 000, steps 1–9).
+
+Theory of operation. One active conductor per partition holds ``:conductor-lease``
+(SET NX PX, renewed in the loop, fenced by WATCH at every commit). It reads its command
+stream through a consumer group, its own pending entries first (a predecessor's
+unacknowledged work is redelivered to it). For each batch: validate and route-check
+(1, 2), look up processed-command and accepted-order records (3, 4), match against the
+in-memory mirror of the book (5–7; safe because nobody else writes), stage every change,
+event and dedup record into one MULTI/EXEC (8), wait for durability, then XACK (9).
+Any failure between reading and acknowledging leaves the entries pending and marks the
+mirror stale; the next step rebuilds it from Redis, and redelivery finds the
+processed-command record if the commit had landed. Batching many commands into one
+transaction with one WAITAOF is the group commit; results equal one-at-a-time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from redis.exceptions import RedisError, ResponseError
+
+from sessionstore.connection import RedisClient
+
+from .config import Durability
+from .contracts import (
+    Command,
+    ContractError,
+    Event,
+    encode_command,
+    PlaceOrder,
+    parse_command,
+    partition_of,
+)
+from .domain import Cell, StpMode
+from .instruments import Instrument
+from .keys import PartitionKeys
+from .metrics import ConductorMetrics
+from .storage import (
+    RELEASE_LEASE,
+    RENEW_LEASE,
+    FencedOut,
+    StagedCommand,
+    StreamClock,
+    commit_commands,
+    commit_fenced,
+    partition_command,
+    rebuild_cell,
+)
+
+log = logging.getLogger("matching.conductor")
+
+GROUP = "matching-conductor"
+# One active conductor per partition, so one consumer name: what a dead holder left
+# pending is simply this consumer's pending list, read first by its successor.
+CONSUMER = "conductor"
+
+
+class BootRefused(Exception):
+    """The conductor cannot honour its configuration on this datastore; it must not start."""
+
+
+class LeaseLost(Exception):
+    """Another conductor holds the partition now; this one must stop writing."""
+
+
+class DurabilityFailed(Exception):
+    """WAITAOF did not confirm the policy in time; the batch stays unacknowledged."""
+
+
+class SimulatedCrash(BaseException):
+    """Raised by a test's fault hook to stop a conductor dead at a named point."""
+
+
+def check_durability(client: RedisClient, keys: PartitionKeys, policy: Durability) -> None:
+    """Seed 000's boot check, plus what WAITAOF 0 0 1 alone cannot see (AOF off, no replica)."""
+    if policy.is_memory:
+        return
+    try:
+        partition_command(client, keys, "WAITAOF", 0, 0, 1)
+    except ResponseError as exc:
+        raise BootRefused(f"aof-replicated refused: the datastore cannot run WAITAOF ({exc})") from None
+    info = partition_command(client, keys, "INFO", "persistence")
+    if str(info.get("aof_enabled", "0")) != "1":
+        raise BootRefused("aof-replicated refused: AOF is off on the partition's primary (appendonly no)")
+    client.hset(keys.meta, "durabilityProbe", str(time.time_ns()))
+    local, replicas = partition_command(client, keys, "WAITAOF", policy.local_fsyncs, policy.replica_fsyncs,
+                                        policy.timeout_ms)
+    if int(local) < policy.local_fsyncs or int(replicas) < policy.replica_fsyncs:
+        raise BootRefused(f"aof-replicated refused: WAITAOF {policy.local_fsyncs} {policy.replica_fsyncs} "
+                          f"{policy.timeout_ms} confirmed only local={local} replicas={replicas} "
+                          "(is a replica with AOF attached?)")
+
+
+class Conductor:
+    def __init__(self, client: RedisClient, *, partition: int, partition_count: int,
+                 instruments: dict[int, Instrument], durability: Durability,
+                 stp_mode: StpMode = StpMode.CANCEL_TAKER, batch_size: int = 100,
+                 lease_ttl_ms: int = 10_000, lease_renew_s: float = 3.3,
+                 metrics: ConductorMetrics | None = None,
+                 fault: Callable[[str], None] | None = None) -> None:
+        if not 0 <= partition < partition_count:
+            raise BootRefused(f"partition {partition} is outside 0..{partition_count - 1}")
+        self.client = client
+        self.partition = partition
+        self.partition_count = partition_count
+        self.keys = PartitionKeys(partition)
+        self.instruments = {p: i for p, i in instruments.items() if partition_of(p, partition_count) == partition}
+        self.durability = durability
+        self.stp_mode = stp_mode
+        self.batch_size = batch_size
+        self.lease_ttl_ms = lease_ttl_ms
+        self.lease_renew_s = lease_renew_s
+        self.metrics = metrics or ConductorMetrics(partition)
+        self._fault = fault
+        self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:10]}"
+        self.cell: Cell | None = None  # the in-memory mirror; None = stale, rebuild before use
+        self._own_pending = True  # unknown until a read of "0" comes back empty
+        self.clock = StreamClock()
+        self._lease_until = 0.0
+        self._renewed_at = 0.0
+        self._renew = client.register_script(RENEW_LEASE)
+        self._release = client.register_script(RELEASE_LEASE)
+
+    # --- boot and lease ---------------------------------------------------------------
+
+    def boot(self) -> None:
+        """Refuse to run on a datastore or partition count we cannot honour."""
+        meta = self.keys.meta
+        self.client.hsetnx(meta, "partitionCount", self.partition_count)
+        stored = int(self.client.hget(meta, "partitionCount"))
+        if stored != self.partition_count:
+            raise BootRefused(f"partition count {self.partition_count} differs from the {stored} recorded in {meta}; "
+                              "changing MATCHING_PARTITION_COUNT in place is forbidden (migrate instead)")
+        check_durability(self.client, self.keys, self.durability)
+        try:
+            self.client.xgroup_create(self.keys.commands, GROUP, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    @property
+    def has_lease(self) -> bool:
+        return time.monotonic() < self._lease_until
+
+    def try_lease(self) -> bool:
+        sent = time.monotonic()
+        if not self.client.set(self.keys.conductor_lease, self.token, nx=True, px=self.lease_ttl_ms):
+            self.metrics.lease_owned.set(0)
+            return False
+        self._lease_until = sent + self.lease_ttl_ms / 1000
+        self._renewed_at = sent
+        self.metrics.lease_owned.set(1)
+        log.info("partition %d: conductor lease taken by %s", self.partition, self.token)
+        self.cell = None
+        return True
+
+    def _renew_if_due(self) -> None:
+        now = time.monotonic()
+        if now - self._renewed_at < self.lease_renew_s:
+            return
+        if int(self._renew(keys=[self.keys.conductor_lease], args=[self.token, self.lease_ttl_ms])):
+            self._lease_until = now + self.lease_ttl_ms / 1000
+            self._renewed_at = now
+        else:
+            self._lose("lease renewal found another holder")
+
+    def _lose(self, why: str) -> None:
+        if self._lease_until:
+            log.error("partition %d: conductor lease LOST: %s; stopped writing", self.partition, why)
+        self._lease_until = 0.0
+        self.cell = None
+        self.metrics.lease_owned.set(0)
+
+    def release(self) -> None:
+        try:
+            self._release(keys=[self.keys.conductor_lease], args=[self.token])
+        except RedisError as exc:
+            log.warning("partition %d: lease release failed (standby waits for the TTL): %s", self.partition, exc)
+        self._lease_until = 0.0
+        self.cell = None
+        self.metrics.lease_owned.set(0)
+        log.info("partition %d: conductor lease released", self.partition)
+
+    def rebuild(self) -> None:
+        cell = Cell(self.instruments, self.stp_mode)
+        counts = rebuild_cell(self.client, self.keys, cell, self.instruments)
+        try:
+            last = self.client.xinfo_stream(self.keys.events)["last-generated-id"]
+            self.clock = StreamClock.after(last.decode() if isinstance(last, bytes) else last)
+        except ResponseError:  # no stream yet
+            self.clock = StreamClock()
+        self.cell = cell
+        log.info("partition %d: book rebuilt from Redis: %s", self.partition, counts)
+
+    # --- the loop ---------------------------------------------------------------------
+
+    def step(self, block_ms: int = 1000) -> int:
+        """One turn: hold the lease, read a batch (own pending first), process it."""
+        if not self.has_lease and not self.try_lease():
+            return 0
+        self._renew_if_due()
+        if not self.has_lease:
+            return 0
+        if self.cell is None:
+            self.rebuild()
+        stream = self.keys.commands
+        entries = []
+        if self._own_pending:  # a predecessor's or a failed batch's entries come first
+            reply = self.client.xreadgroup(GROUP, CONSUMER, {stream: "0"}, count=self.batch_size)
+            entries = reply[0][1] if reply else []
+            self._own_pending = bool(entries)
+        if not entries:
+            reply = self.client.xreadgroup(GROUP, CONSUMER, {stream: ">"}, count=self.batch_size, block=block_ms)
+            entries = reply[0][1] if reply else []
+        if entries:
+            self.process(entries)
+        return len(entries)
+
+    def run(self, stop: threading.Event, block_ms: int = 1000) -> None:
+        while not stop.is_set():
+            try:
+                if not self.step(block_ms) and not self.has_lease:
+                    stop.wait(1.0)
+            except (RedisError, DurabilityFailed, LeaseLost) as exc:
+                log.error("partition %d: %s: %s; batch left pending, mirror will be rebuilt",
+                          self.partition, type(exc).__name__, exc)
+                self.cell = None
+                stop.wait(0.2)
+        self.release()
+
+    def _point(self, name: str) -> None:
+        if self._fault is not None:
+            self._fault(name)
+
+    def process(self, entries: list[tuple[bytes, dict[bytes, bytes] | None]]) -> None:
+        started = time.perf_counter()
+        try:
+            self._process(entries)
+        except BaseException:
+            self.cell = None  # the mirror may be ahead of Redis now
+            self._own_pending = True  # the batch stays pending and is read again first
+            raise
+        if entries:
+            self.metrics.last_duration.set((time.perf_counter() - started) / len(entries))
+
+    def _parse(self, entries: list[tuple[bytes, dict[bytes, bytes] | None]]) -> list[Command]:
+        commands: list[Command] = []
+        for entry_id, fields in entries:
+            raw = (fields or {}).get(b"command")
+            if raw is None:
+                log.error("partition %d: entry %s has no command field; acknowledged and dropped",
+                          self.partition, entry_id)
+                self.metrics.failure("empty-entry")
+                continue
+            try:
+                cmd = parse_command(raw, self.partition_count)
+            except ContractError as exc:
+                log.error("partition %d: entry %s refused: %s", self.partition, entry_id, exc)
+                self.metrics.failure("invalid-command")
+                continue
+            if cmd.partition != self.partition:
+                log.error("partition %d: entry %s is for partition %d; refused", self.partition, entry_id,
+                          cmd.partition)
+                self.metrics.failure("wrong-partition")
+                continue
+            commands.append(cmd)
+        return commands
+
+    def _process(self, entries: list[tuple[bytes, dict[bytes, bytes] | None]]) -> None:
+        assert self.cell is not None
+        commands = self._parse(entries)
+        places = [c for c in commands if isinstance(c, PlaceOrder)]
+        # Steps 3 and 4: the dedup reads happen before the transaction, in one round trip.
+        lookups = [self.keys.processed_command(c.command_id) for c in commands]
+        lookups += [self.keys.accepted_order(c.order.order_id) for c in places]
+        replies = self.client.mget(lookups) if lookups else []
+        processed = dict(zip((c.command_id for c in commands), replies[: len(commands)]))
+        accepted_by = dict(zip((c.order.order_id for c in places), replies[len(commands):]))
+        self._point("after-reads")
+
+        staged: list[StagedCommand] = []
+        seen: set[str] = set()
+        for cmd in commands:
+            if processed.get(cmd.command_id) is not None or cmd.command_id in seen:
+                self.metrics.duplicate_commands.inc()
+                self.metrics.command(cmd.kind, "duplicate")
+                continue
+            seen.add(cmd.command_id)
+            if isinstance(cmd, PlaceOrder) and accepted_by.get(cmd.order.order_id) is not None:
+                self.metrics.duplicate_orders.inc()
+                log.warning("partition %d: skipping duplicate order identity %s (command %s, accepted by %s)",
+                            self.partition, cmd.order.order_id, cmd.command_id, accepted_by[cmd.order.order_id])
+                staged.append(StagedCommand(cmd.command_id, {"status": "duplicate-order"}))
+                self.metrics.command(cmd.kind, "duplicate-order")
+                continue
+            outcome = self.cell.apply(cmd)
+            events = [(self.clock.next(), Event(f"{cmd.command_id}:{n}", kind, self.partition, cmd.pair_id,
+                                                 cmd.command_id, payload))
+                      for n, (kind, payload) in enumerate(outcome.events)]
+            accepted = None
+            if isinstance(cmd, PlaceOrder) and outcome.status != "rejected":
+                accepted = cmd.order.order_id
+                accepted_by[accepted] = cmd.command_id.encode()  # a second place in this batch is a duplicate
+            staged.append(StagedCommand(cmd.command_id, {**outcome.summary(), "eventIds": [e.event_id for _, e in events]},
+                                        list(outcome.changes.values()), events, accepted))
+            self.metrics.command(cmd.kind, outcome.status)
+            for _, e in events:
+                self.metrics.event(str(e.type))
+
+        self._point("before-exec")
+        self._commit(staged)
+        self._point("after-durability")
+        self.client.xack(self.keys.commands, GROUP, *[entry_id for entry_id, _ in entries])
+
+    def _commit(self, staged: list[StagedCommand]) -> None:
+        """Step 8 and the durability wait: one MULTI/EXEC for the batch, fenced, then WAITAOF."""
+        assert self.cell is not None
+        d = self.durability
+        waitaof = None if d.is_memory else (d.local_fsyncs, d.replica_fsyncs, d.timeout_ms)
+        commands = commit_commands(self.keys, staged, self.cell.next_priority) if staged else []
+        try:
+            if commands:
+                waited = commit_fenced(self.client, self.keys, self.token, commands, waitaof)
+            elif waitaof is not None:  # only duplicates: still wait, as seed 000's step 3 does
+                local, replicas = partition_command(self.client, self.keys, "WAITAOF", *waitaof)
+                waited = (int(local), int(replicas))
+            else:
+                waited = None
+        except FencedOut as exc:
+            self._lose(str(exc))
+            raise LeaseLost(f"partition {self.partition}: {exc}") from None
+        self._point("after-exec")
+        if waited is not None and (waited[0] < d.local_fsyncs or waited[1] < d.replica_fsyncs):
+            self.metrics.failure("durability")
+            raise DurabilityFailed(f"WAITAOF {d.local_fsyncs} {d.replica_fsyncs} {d.timeout_ms} confirmed "
+                                   f"local={waited[0]} replicas={waited[1]}")
+
+
+def submit(client: RedisClient, command: Command, partition_count: int) -> str:
+    """Append a command to its partition's stream (what a producer such as the gateway does)."""
+    if command.partition != partition_of(command.pair_id, partition_count):
+        raise ContractError(f"command {command.command_id} routed to partition {command.partition}, "
+                            f"pair {command.pair_id} belongs to {partition_of(command.pair_id, partition_count)}")
+    entry_id = client.xadd(PartitionKeys(command.partition).commands, {"command": encode_command(command)})
+    return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+

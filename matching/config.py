@@ -1,0 +1,107 @@
+"""Cell settings from the environment (seed 000's names); anything unhonourable stops boot.
+
+MATCHING_DURABILITY is ``memory`` or ``aof-replicated``; anything else is a startup error.
+The datastore is one of REDIS_URL, REDIS_SENTINEL_HOSTS + REDIS_SENTINEL_NAME, or
+REDIS_CLUSTER_NODES — the last goes through redis-py's real cluster client, never ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from sessionstore.settings import ConfigError, RedisEndpoint, describe
+
+from .contracts import MATCHING_PARTITION, MATCHING_PARTITION_COUNT
+from .domain import StpMode
+from .instruments import DEFAULT_TABLE
+
+
+@dataclass(frozen=True, slots=True)
+class Durability:
+    """What must hold before a command is acknowledged: WAITAOF <local> <replicas> <timeout>."""
+
+    local_fsyncs: int
+    replica_fsyncs: int
+    timeout_ms: int
+
+    @property
+    def is_memory(self) -> bool:
+        return self.local_fsyncs == 0 and self.replica_fsyncs == 0
+
+    @classmethod
+    def named(cls, name: str, timeout_ms: int = 2000) -> Durability:
+        if name == "memory":
+            return cls(0, 0, timeout_ms)
+        if name == "aof-replicated":
+            return cls(1, 1, timeout_ms)
+        raise ConfigError(f"MATCHING_DURABILITY={name!r}: must be memory or aof-replicated")
+
+
+def _alias(*names: str) -> AliasChoices:
+    return AliasChoices(*names)
+
+
+class CellSettings(BaseSettings):
+    """One partition's conductor or outbox worker."""
+
+    model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", populate_by_name=True)
+
+    partition_count: int = Field(MATCHING_PARTITION_COUNT, validation_alias=_alias("MATCHING_PARTITION_COUNT",
+                                                                                    "partition_count"))
+    partition: int | None = Field(MATCHING_PARTITION, validation_alias=_alias("MATCHING_PARTITION", "partition"))
+    durability: Literal["memory", "aof-replicated"] = Field(
+        "memory", validation_alias=_alias("MATCHING_DURABILITY", "durability"))
+    durability_timeout_ms: int = Field(2000, ge=1, validation_alias=_alias("MATCHING_DURABILITY_TIMEOUT_MS",
+                                                                            "durability_timeout_ms"))
+    stp_mode: StpMode = Field(StpMode.CANCEL_TAKER, validation_alias=_alias("MATCHING_STP_MODE", "stp_mode"))
+    batch_size: int = Field(100, ge=1, le=10000, validation_alias=_alias("MATCHING_BATCH_SIZE", "batch_size"))
+    http_port: int = Field(0, ge=0, validation_alias=_alias("MATCHING_HTTP_PORT", "http_port"))
+    instruments: Path = Field(DEFAULT_TABLE, validation_alias=_alias("MATCHING_INSTRUMENTS", "instruments"))
+    redis_url: str | None = Field(None, validation_alias=_alias("REDIS_URL", "redis_url"))
+    redis_sentinel_hosts: str | None = Field(None, validation_alias=_alias("REDIS_SENTINEL_HOSTS",
+                                                                           "redis_sentinel_hosts"))
+    redis_sentinel_name: str | None = Field(None, validation_alias=_alias("REDIS_SENTINEL_NAME", "redis_sentinel_name"))
+    redis_cluster_nodes: str | None = Field(None, validation_alias=_alias("REDIS_CLUSTER_NODES", "redis_cluster_nodes"))
+    redis_password_env: str | None = Field(None, validation_alias=_alias("REDIS_PASSWORD_ENV", "redis_password_env"))
+
+    @model_validator(mode="after")
+    def _check(self) -> CellSettings:
+        if self.partition_count < 1:
+            raise ValueError(f"MATCHING_PARTITION_COUNT={self.partition_count} must be at least 1")
+        if self.partition is not None and not 0 <= self.partition < self.partition_count:
+            raise ValueError(f"MATCHING_PARTITION={self.partition} is outside 0..{self.partition_count - 1}")
+        if bool(self.redis_sentinel_hosts) != bool(self.redis_sentinel_name):
+            raise ValueError("REDIS_SENTINEL_HOSTS and REDIS_SENTINEL_NAME must be configured together")
+        return self
+
+    @property
+    def durability_policy(self) -> Durability:
+        return Durability.named(self.durability, self.durability_timeout_ms)
+
+    def endpoint(self) -> RedisEndpoint:
+        """The partition's datastore. Several topologies at once is an error, not a guess."""
+        data: dict[str, object] = {"passwordEnv": self.redis_password_env, "socketTimeout":
+                                   f"{max(5000, self.durability_timeout_ms + 3000)}ms"}
+        if self.redis_url:
+            data["url"] = self.redis_url
+        if self.redis_cluster_nodes:
+            data["nodes"] = [n.strip() for n in self.redis_cluster_nodes.split(",") if n.strip()]
+        if self.redis_sentinel_hosts:
+            data["sentinels"] = [n.strip() for n in self.redis_sentinel_hosts.split(",") if n.strip()]
+            data["sentinelGroup"] = self.redis_sentinel_name
+        try:
+            return RedisEndpoint(**data)  # type: ignore[arg-type]
+        except ValidationError as exc:
+            raise ConfigError(describe(exc, "matching")) from None
+
+
+def load_cell_settings(**overrides: object) -> CellSettings:
+    try:
+        return CellSettings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise ConfigError(describe(exc, "matching")) from None

@@ -1,0 +1,64 @@
+"""The per-process HTTP surface: /metrics, /ready (503 without the lease), /reconcile?pairId=."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+
+class CellHttp:
+    """Serves one process's endpoints on a daemon thread. Port 0 picks a free port."""
+
+    def __init__(self, port: int, registry: CollectorRegistry, ready: Callable[[], bool],
+                 reconcile: Callable[[int], dict[str, Any]] | None = None, host: str = "127.0.0.1") -> None:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # keep request logs out of the process log
+                return
+
+            def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                url = urlparse(self.path)
+                if url.path == "/metrics":
+                    self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+                elif url.path == "/ready":
+                    ok = ready()
+                    self._send(200 if ok else 503, json.dumps({"ready": ok}).encode())
+                elif url.path == "/reconcile" and owner.reconcile is not None:
+                    raw = parse_qs(url.query).get("pairId", [""])[0]
+                    if not raw.isdigit():
+                        self._send(400, json.dumps({"error": "pairId must be a non-negative integer"}).encode())
+                        return
+                    try:
+                        self._send(200, json.dumps(owner.reconcile(int(raw))).encode())
+                    except Exception as exc:  # report, do not kill the server thread
+                        self._send(500, json.dumps({"error": str(exc)}).encode())
+                else:
+                    self._send(404, json.dumps({"error": "not found"}).encode())
+
+        self.reconcile = reconcile
+        self.server = ThreadingHTTPServer((host, port), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, name="cell-http", daemon=True)
+
+    def start(self) -> CellHttp:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

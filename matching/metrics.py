@@ -1,0 +1,55 @@
+"""Prometheus metrics of a cell process; every one carries the partition label.
+
+A healthy aggregate hides one stalled market, so nothing here is summed across partitions.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+
+class ConductorMetrics:
+    def __init__(self, partition: int, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        p = str(partition)
+        r = self.registry
+        self.commands = Counter("matching_commands", "Commands processed", ["partition", "kind", "status"], registry=r)
+        self.duplicate_commands = Counter("matching_duplicate_commands", "Redelivered commands answered from "
+                                          "processed-command", ["partition"], registry=r).labels(p)
+        self.duplicate_orders = Counter("matching_duplicate_order_identities", "Places skipped: order id accepted "
+                                        "before under another command id", ["partition"], registry=r).labels(p)
+        self.failures = Counter("matching_failures", "Commands that failed or were refused",
+                                ["partition", "reason"], registry=r)
+        self.events = Counter("matching_events_created", "Events committed", ["partition", "type"], registry=r)
+        self.last_duration = Gauge("matching_last_command_duration_seconds", "Duration of the last command (batch "
+                                   "time / batch size)", ["partition"], registry=r).labels(p)
+        self.lease_owned = Gauge("matching_conductor_lease_owned", "1 while this conductor holds the lease",
+                                 ["partition"], registry=r).labels(p)
+        self.partition = p
+
+    def command(self, kind: str, status: str) -> None:
+        self.commands.labels(self.partition, kind, status).inc()
+
+    def failure(self, reason: str) -> None:
+        self.failures.labels(self.partition, reason).inc()
+
+    def event(self, kind: str) -> None:
+        self.events.labels(self.partition, kind).inc()
+
+
+class OutboxMetrics:
+    def __init__(self, partition: int, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        p = str(partition)
+        r = self.registry
+        self.published = Counter("matching_outbox_published", "Events published", ["partition"], registry=r).labels(p)
+        self.retried = Counter("matching_outbox_retried", "Event publications retried", ["partition"],
+                               registry=r).labels(p)
+        self.dead_lettered = Counter("matching_outbox_dead_lettered", "Entries moved to the dead-letter stream",
+                                     ["partition"], registry=r).labels(p)
+        self.stream_length = Gauge("matching_outbox_stream_length", "Entries in the events stream", ["partition"],
+                                   registry=r).labels(p)
+        self.pending = Gauge("matching_outbox_pending", "Entries delivered to the group, not yet acknowledged",
+                             ["partition"], registry=r).labels(p)
+        self.lease_owned = Gauge("matching_outbox_lease_owned", "1 while this worker holds the outbox lease",
+                                 ["partition"], registry=r).labels(p)

@@ -1,0 +1,280 @@
+"""The partition's state in Redis: order records, book indexes, dedup records, event stream.
+
+Owns: how an ``Order`` is stored, how one batch of outcomes is staged into one MULTI/EXEC
+(``stage_commit``), rebuilding the in-memory book from Redis, the reconcile audit, and the
+lease scripts. Every write staged here is an absolute set (HSET/ZADD/DEL/SET) or an XADD
+with an explicit stream id, so a transaction replayed after a lost reply changes nothing:
+the XADDs fail on their already-used ids and everything else rewrites the same values.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import hiredis
+from redis.exceptions import ResponseError, WatchError
+
+from sessionstore.connection import RedisClient, is_cluster
+
+from .contracts import Event, OrderType, Side, TimeInForce
+from .domain import Cell, Change, Order
+from .keys import PartitionKeys, book_member, parse_member
+
+log = logging.getLogger("matching.storage")
+
+RECONCILE_LIMIT = 10_000  # members per side scanned by /reconcile (seed 000)
+
+# Compare-and-expire / compare-and-delete for the conductor and outbox leases.
+RENEW_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+RELEASE_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def encode_order(o: Order) -> dict[str, str]:
+    return {
+        "id": o.order_id, "pairId": str(o.pair_id), "side": str(o.side), "type": str(o.order_type),
+        "tif": str(o.time_in_force), "price": "" if o.price is None else str(o.price),
+        "quantity": str(o.quantity), "remaining": str(o.remaining), "priority": str(o.priority),
+        "postOnly": "1" if o.post_only else "0", "account": o.account, "owner": o.owner,
+        "clientOrderId": o.client_order_id, "filledNotional": str(o.filled_notional),
+    }
+
+
+def decode_order(raw: dict[bytes, bytes]) -> Order:
+    d = {k.decode(): v.decode() for k, v in raw.items()}
+    return Order(
+        order_id=d["id"], pair_id=int(d["pairId"]), side=Side(d["side"]), order_type=OrderType(d["type"]),
+        time_in_force=TimeInForce(d["tif"]), price=int(d["price"]) if d["price"] else None,
+        quantity=int(d["quantity"]), remaining=int(d["remaining"]), priority=int(d["priority"]),
+        post_only=d.get("postOnly") == "1", account=d.get("account", ""), owner=d.get("owner", ""),
+        client_order_id=d.get("clientOrderId", ""), filled_notional=int(d.get("filledNotional", "0")),
+    )
+
+
+@dataclass(slots=True)
+class StreamClock:
+    """Explicit, strictly increasing event stream ids (``ms-seq``), so replays cannot append."""
+
+    ms: int = 0
+    seq: int = 0
+
+    def next(self) -> str:
+        now = int(time.time() * 1000)
+        if now > self.ms:
+            self.ms, self.seq = now, 0
+        else:
+            self.seq += 1
+        return f"{self.ms}-{self.seq}"
+
+    @classmethod
+    def after(cls, last_id: str | None) -> StreamClock:
+        if not last_id:
+            return cls()
+        ms, _, seq = last_id.partition("-")
+        return cls(int(ms), int(seq))
+
+
+@dataclass(frozen=True, slots=True)
+class StagedCommand:
+    """What one command contributes to the batch's transaction."""
+
+    command_id: str
+    result: dict[str, Any]
+    changes: Iterable[Change] = ()
+    events: list[tuple[str, Event]] = ()  # type: ignore[assignment]  # (stream id, event)
+    accepted_order: str | None = None  # order id whose accepted-order marker to write
+
+
+def commit_commands(keys: PartitionKeys, staged: list[StagedCommand], next_priority: int) -> list[tuple[Any, ...]]:
+    """Every write of a batch, in order, as Redis commands for one MULTI/EXEC. Pure: no I/O."""
+    out: list[tuple[Any, ...]] = []
+    records: list[str] = []  # processed-command and accepted-order records: one MSET
+    for cmd in staged:
+        for change in cmd.changes:
+            before, after = change.before, change.after
+            moved = before is not None and (after is None or (before.price, before.priority) != (after.price, after.priority))
+            if before is not None and moved:
+                out.append(("ZREM", keys.book(before.pair_id, before.side), book_member(before.priority, before.order_id)))
+            if after is None:
+                if before is not None:
+                    out.append(("DEL", keys.order(before.order_id)))
+                continue
+            fields = encode_order(after)
+            if before is not None:  # a fill or a replace: write only what changed
+                old = encode_order(before)
+                fields = {k: v for k, v in fields.items() if old[k] != v}
+            if fields:
+                out.append(("HSET", keys.order(after.order_id), *[x for kv in fields.items() for x in kv]))
+            if before is None or moved:
+                out.append(("ZADD", keys.book(after.pair_id, after.side), after.price,
+                            book_member(after.priority, after.order_id)))
+        for stream_id, event in cmd.events:
+            out.append(("XADD", keys.events, stream_id, "event", event.encode()))
+        if cmd.accepted_order is not None:
+            records += [keys.accepted_order(cmd.accepted_order), cmd.command_id]
+        records += [keys.processed_command(cmd.command_id), json.dumps(cmd.result, separators=(",", ":"))]
+    if records:
+        out.append(("MSET", *records))
+    out.append(("HSET", keys.meta, "nextPriority", next_priority))
+    return out
+
+
+class FencedOut(Exception):
+    """The lease is not ours (or changed during the commit): nothing was written."""
+
+
+def commit_fenced(client: RedisClient, keys: PartitionKeys, token: str, commands: list[tuple[Any, ...]],
+                  waitaof: tuple[int, int, int] | None) -> tuple[int, int] | None:
+    """WATCH the lease, check it is ours, then MULTI/commands/EXEC (+ WAITAOF on the same
+    connection). Returns WAITAOF's (local, replicas), or None when no wait was asked.
+
+    Standalone and Sentinel send the transaction pre-packed by hiredis on redis-py's own
+    connection (a third of redis-py's per-command cost, measured in bench/cell_bench.py);
+    a cluster goes through redis-py's cluster pipeline. Errors are raised, never retried
+    here: the caller treats an unknown outcome by rebuilding and letting redelivery decide.
+    """
+    if is_cluster(client):
+        return _commit_cluster(client, keys, token, commands, waitaof)
+    pool = client.connection_pool
+    conn = pool.get_connection()
+    try:
+        conn.send_packed_command([hiredis.pack_command(("WATCH", keys.conductor_lease)),
+                                  hiredis.pack_command(("GET", keys.conductor_lease))])
+        conn.read_response()
+        holder = conn.read_response()
+        if holder is None or holder.decode() != token:
+            conn.send_command("UNWATCH")
+            conn.read_response()
+            raise FencedOut(f"lease held by {holder!r}")
+        parts = [hiredis.pack_command(("MULTI",))]
+        parts += [hiredis.pack_command(tuple(str(a) if isinstance(a, int) else a for a in c)) for c in commands]
+        parts.append(hiredis.pack_command(("EXEC",)))
+        if waitaof is not None:
+            parts.append(hiredis.pack_command(("WAITAOF", *map(str, waitaof))))
+        conn.send_packed_command([b"".join(parts)])
+        queued_errors = []
+        for _ in range(len(commands) + 1):  # +OK for MULTI, +QUEUED for each command
+            try:
+                conn.read_response()
+            except ResponseError as exc:
+                queued_errors.append(exc)
+        try:
+            result = conn.read_response()
+        except ResponseError as exc:  # EXECABORT: a command was refused while queueing
+            result = exc
+        waited = conn.read_response() if waitaof is not None else None
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
+    if isinstance(result, Exception):
+        raise ResponseError(f"transaction aborted: {result}; queued errors: {queued_errors[:1]}")
+    if result is None:
+        raise FencedOut("lease changed during the commit (WATCH)")
+    errors = [r for r in result if isinstance(r, Exception)]
+    if errors:
+        raise ResponseError(f"{len(errors)} commands failed inside EXEC: {errors[0]}")
+    return (int(waited[0]), int(waited[1])) if waited is not None else None
+
+
+def _commit_cluster(client: Any, keys: PartitionKeys, token: str, commands: list[tuple[Any, ...]],
+                    waitaof: tuple[int, int, int] | None) -> tuple[int, int] | None:
+    pipe = client.pipeline(transaction=True)
+    try:
+        pipe.watch(keys.conductor_lease)
+        holder = pipe.get(keys.conductor_lease)
+        if holder is None or holder.decode() != token:
+            raise FencedOut(f"lease held by {holder!r}")
+        pipe.multi()
+        for c in commands:
+            pipe.execute_command(*c)
+        pipe.execute()
+    except WatchError:
+        raise FencedOut("lease changed during the commit (WATCH)") from None
+    finally:
+        pipe.reset()
+    if waitaof is None:
+        return None
+    local, replicas = partition_command(client, keys, "WAITAOF", *waitaof)
+    return int(local), int(replicas)
+
+
+def node_for(client: RedisClient, keys: PartitionKeys) -> Any:
+    """In a cluster, the node that owns this partition's slot (WAITAOF must go there)."""
+    if is_cluster(client):
+        return client.get_node_from_key(keys.meta)  # type: ignore[union-attr]
+    return None
+
+
+def partition_command(client: RedisClient, keys: PartitionKeys, *args: Any) -> Any:
+    node = node_for(client, keys)
+    if node is not None:
+        return client.execute_command(*args, target_nodes=node)  # type: ignore[call-arg]
+    return client.execute_command(*args)
+
+
+def rebuild_cell(client: RedisClient, keys: PartitionKeys, cell: Cell, pair_ids: Iterable[int]) -> dict[str, int]:
+    """Load every resting order of the partition into ``cell``; orphans are logged and skipped."""
+    found: list[Order] = []
+    counts = {"orders": 0, "orphans": 0, "mismatches": 0}
+    for pair_id in pair_ids:
+        for side in (Side.BUY, Side.SELL):
+            members = [m.decode() for m in client.zrange(keys.book(pair_id, side), 0, -1)]
+            pipe = client.pipeline(transaction=False)
+            for m in members:
+                pipe.hgetall(keys.order(parse_member(m)[1]))
+            for member, raw in zip(members, pipe.execute() if members else []):
+                priority, oid = parse_member(member)
+                if not raw:
+                    counts["orphans"] += 1
+                    log.warning("%s: index member %s has no order record; skipped", keys.book(pair_id, side), member)
+                    continue
+                order = decode_order(raw)
+                if order.pair_id != pair_id or order.side is not side or order.priority != priority:
+                    counts["mismatches"] += 1
+                    log.warning("%s: member %s disagrees with its record; skipped", keys.book(pair_id, side), member)
+                    continue
+                found.append(order)
+    for order in sorted(found, key=lambda o: o.priority):
+        cell.restore(order)
+    stored_next = client.hget(keys.meta, "nextPriority")
+    if stored_next is not None:
+        cell.next_priority = max(cell.next_priority, int(stored_next))
+    counts["orders"] = len(found)
+    return counts
+
+
+def reconcile(client: RedisClient, keys: PartitionKeys, pair_id: int) -> dict[str, Any]:
+    """Seed 000's audit: every indexed member has a record, and the record agrees with it."""
+    issues: list[str] = []
+    indexed = scanned = 0
+    truncated = False
+    for side, name in ((Side.SELL, "ask"), (Side.BUY, "bid")):
+        book = keys.book(pair_id, side)
+        total = int(client.zcard(book))
+        indexed += total
+        members = [m.decode() for m in client.zrange(book, 0, RECONCILE_LIMIT - 1)]
+        truncated = truncated or total > len(members)
+        pipe = client.pipeline(transaction=False)
+        for m in members:
+            pipe.hmget(keys.order(parse_member(m)[1]), "pairId", "side", "priority")
+        for member, (pair, sd, prio) in zip(members, pipe.execute() if members else []):
+            scanned += 1
+            priority, oid = parse_member(member)
+            if pair is None:
+                issues.append(f"{name}:{oid}:missing-order")
+            elif int(pair) != pair_id or sd.decode() != str(side) or int(prio) != priority:
+                issues.append(f"{name}:{oid}:index-mismatch")
+    return {"pairId": pair_id, "partition": keys.partition, "indexedOrders": indexed, "scannedOrders": scanned,
+            "truncated": truncated, "healthy": not issues, "issues": issues}

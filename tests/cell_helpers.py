@@ -1,0 +1,51 @@
+"""Helpers for driving a real conductor against real Valkey in tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from matching.conductor import Conductor, submit
+from matching.config import Durability
+from matching.contracts import Command, Event, parse_event
+from matching.keys import PartitionKeys
+from sessionstore.connection import RedisClient, connect
+from sessionstore.settings import RedisEndpoint
+from tests.flows import TEST_INSTRUMENTS
+from tests.reference_matcher import project
+
+
+def cell_client(endpoint: RedisEndpoint, durability_timeout_ms: int = 2000) -> RedisClient:
+    """A conductor's client: one connection, so WAITAOF follows its own writes."""
+    return connect(endpoint.model_copy(update={
+        "pool": endpoint.pool.model_copy(update={"maxTotal": 1, "maxIdle": 1}),
+        "socketTimeout": max(5.0, durability_timeout_ms / 1000 + 3)}))
+
+
+def conductor(client: RedisClient, durability: str = "memory", **kw: Any) -> Conductor:
+    c = Conductor(client, partition=0, partition_count=2, instruments=TEST_INSTRUMENTS,
+                  durability=Durability.named(durability), **kw)
+    c.boot()
+    return c
+
+
+def submit_all(client: RedisClient, commands: list[Command]) -> None:
+    for cmd in commands:
+        submit(client, cmd, 2)
+
+
+def run_until_idle(c: Conductor, max_steps: int = 10_000) -> int:
+    total = 0
+    for _ in range(max_steps):
+        n = c.step(block_ms=20)
+        if not n:
+            return total
+        total += n
+    raise AssertionError("conductor never went idle")
+
+
+def stream_events(client: RedisClient, partition: int = 0) -> list[Event]:
+    return [parse_event(fields[b"event"]) for _, fields in client.xrange(PartitionKeys(partition).events)]
+
+
+def projected(events: list[Event]) -> list[tuple]:
+    return [project(str(e.type), e.payload) for e in events]

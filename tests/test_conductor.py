@@ -1,0 +1,242 @@
+"""The conductor against real Valkey: reference equality, group commit, crashes, dedup, fencing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from matching.conductor import BootRefused, Conductor, LeaseLost, SimulatedCrash
+from matching.config import Durability
+from matching.contracts import OrderPayload, OrderType, PlaceOrder, Side
+from matching.domain import StpMode
+from matching.keys import PartitionKeys
+from matching.storage import commit_commands, decode_order, reconcile
+from sessionstore.embedded import ValkeyProcess
+from sessionstore.settings import RedisEndpoint
+from tests.cell_helpers import cell_client, conductor, projected, run_until_idle, stream_events, submit_all
+from tests.flows import TEST_INSTRUMENTS, random_flow
+from tests.reference_matcher import ReferenceMatcher
+
+KEYS = PartitionKeys(0)
+
+
+def p0_flow(seed: int, n: int) -> list:
+    return [c for c in random_flow(seed, n) if c.partition == 0]
+
+
+def reference_events(flow: list, stp: str = "cancel-taker") -> list[tuple]:
+    ref = ReferenceMatcher(TEST_INSTRUMENTS, stp)
+    return [e for cmd in flow for e in ref.apply(cmd)]
+
+
+def book_state(client) -> dict:  # type: ignore[no-untyped-def]
+    state = {}
+    for pair in TEST_INSTRUMENTS:
+        for side in (Side.BUY, Side.SELL):
+            members = [m.decode() for m in client.zrange(KEYS.book(pair, side), 0, -1)]
+            state[(pair, side)] = [(m, decode_order(client.hgetall(KEYS.order(m.split(":", 1)[1])))) for m in members]
+    return state
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_flows_through_valkey_match_the_reference(valkey: ValkeyProcess, seed: int) -> None:
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    flow = p0_flow(seed, 1500)
+    submit_all(client, flow)
+    run_until_idle(conductor(client, batch_size=37))
+    assert projected(stream_events(client)) == reference_events(flow)
+
+
+def test_group_commit_gives_the_same_events_and_state_as_one_at_a_time() -> None:
+    from sessionstore.embedded import standalone
+
+    flow = p0_flow(11, 800)
+    results = []
+    for batch in (1, 100):
+        with standalone() as server:
+            client = cell_client(RedisEndpoint(url=server.url))
+            submit_all(client, flow)
+            run_until_idle(conductor(client, batch_size=batch))
+            events = [(e.event_id, e.type, e.payload) for e in stream_events(client)]
+            processed = {k: client.get(k) for k in client.scan_iter(KEYS.processed_command("*"))}
+            results.append((events, book_state(client), processed))
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("point", ["after-reads", "before-exec", "after-exec", "after-durability"])
+def test_crash_at_any_point_then_redelivery_gives_no_double_fill_and_no_lost_order(valkey: ValkeyProcess,
+                                                                                  point: str) -> None:
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    flow = p0_flow(5, 600)
+    submit_all(client, flow)
+    batches = {"n": 0}
+
+    def crash(at: str) -> None:
+        if at == point:
+            batches["n"] += 1
+            if batches["n"] == 3:
+                raise SimulatedCrash(at)
+
+    first = conductor(client, batch_size=40, fault=crash, lease_ttl_ms=300)
+    with pytest.raises(SimulatedCrash):
+        run_until_idle(first)
+    # The first conductor is dead: its lease runs out, a successor takes over.
+    time.sleep(0.35)
+    second = conductor(client, batch_size=40)
+    run_until_idle(second)
+    assert projected(stream_events(client)) == reference_events(flow)
+    assert client.xpending(KEYS.commands, "matching-conductor")["pending"] == 0
+    committed_before_crash = point in ("after-exec", "after-durability")
+    # A batch that had committed is answered from processed-command on redelivery.
+    assert second.metrics.duplicate_commands._value.get() == (40 if committed_before_crash else 0)
+
+
+def test_replayed_transaction_changes_nothing(valkey: ValkeyProcess) -> None:
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    c = conductor(client, batch_size=50)
+    flow = p0_flow(8, 200)
+    submit_all(client, flow[:100])
+    run_until_idle(c)
+    # Stage the next batch by hand, commit it, then send the very same transaction again,
+    # as a client library would after losing EXEC's reply.
+    from matching.contracts import Event
+    from matching.storage import StagedCommand, commit_fenced
+
+    assert c.cell is not None
+    staged = []
+    for cmd in flow[100:130]:
+        out = c.cell.apply(cmd)
+        events = [(c.clock.next(), Event(f"{cmd.command_id}:{n}", k, 0, cmd.pair_id, cmd.command_id, p))
+                  for n, (k, p) in enumerate(out.events)]
+        staged.append(StagedCommand(cmd.command_id, out.summary(), list(out.changes.values()), events))
+    commands = commit_commands(KEYS, staged, c.cell.next_priority)
+    commit_fenced(client, KEYS, c.token, commands, None)
+    before = (book_state(client), client.xlen(KEYS.events), client.hgetall(KEYS.meta))
+    with pytest.raises(Exception, match="failed inside EXEC"):
+        commit_fenced(client, KEYS, c.token, commands, None)  # the XADDs refuse their used ids
+    assert (book_state(client), client.xlen(KEYS.events), client.hgetall(KEYS.meta)) == before
+
+
+def test_client_retry_with_new_command_id_and_same_order_id_is_skipped(valkey: ValkeyProcess) -> None:
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    c = conductor(client)
+    ask = PlaceOrder("cmd-a", 0, 0, OrderPayload("ask-1", Side.SELL, OrderType.LIMIT, 5, 200))
+    bid = PlaceOrder("cmd-b", 0, 0, OrderPayload("bid-1", Side.BUY, OrderType.LIMIT, 5, 200))
+    retry = PlaceOrder("cmd-b-retry", 0, 0, OrderPayload("bid-1", Side.BUY, OrderType.LIMIT, 5, 200))
+    submit_all(client, [ask, bid])
+    run_until_idle(c)
+    submit_all(client, [PlaceOrder("cmd-a2", 0, 0, OrderPayload("ask-2", Side.SELL, OrderType.LIMIT, 5, 200)), retry,
+                        bid])  # a client retry (new command id) and a broker redelivery (same id)
+    run_until_idle(c)
+    deals = [e for e in stream_events(client) if e.type == "deal.executed.v1"]
+    assert len(deals) == 1
+    assert c.metrics.duplicate_orders._value.get() == 1
+    assert c.metrics.duplicate_commands._value.get() == 1
+    assert json.loads(client.get(KEYS.processed_command("cmd-b-retry"))) == {"status": "duplicate-order"}
+    assert client.zcard(KEYS.book(0, Side.SELL)) == 1  # ask-2 rests, untouched
+
+
+def test_a_second_conductor_stays_idle_and_a_stalled_one_is_fenced(valkey: ValkeyProcess) -> None:
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    a = conductor(client, lease_ttl_ms=400)
+    b = conductor(cell_client(RedisEndpoint(url=valkey.url)), lease_ttl_ms=400)
+    submit_all(client, p0_flow(2, 20))
+    assert a.step(block_ms=10) > 0
+    assert b.step(block_ms=10) == 0 and not b.has_lease
+    # a stalls past its TTL; b takes over; a's next commit is refused by WATCH on the lease.
+    time.sleep(0.45)
+    assert b.try_lease()
+    submit_all(client, p0_flow(3, 20))
+    a._lease_until = time.monotonic() + 10  # a still believes it holds the lease
+    with pytest.raises(LeaseLost):
+        a.step(block_ms=10)
+    assert not a.has_lease
+    run_until_idle(b)
+
+
+def test_orphan_index_member_is_logged_and_skipped(valkey: ValkeyProcess, caplog: pytest.LogCaptureFixture) -> None:
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    c = conductor(client)
+    submit_all(client, [PlaceOrder("c1", 0, 0, OrderPayload("a1", Side.SELL, OrderType.LIMIT, 5, 200)),
+                        PlaceOrder("c2", 0, 0, OrderPayload("a2", Side.SELL, OrderType.LIMIT, 5, 201))])
+    run_until_idle(c)
+    client.delete(KEYS.order("a1"))  # the index now points at nothing
+    c.cell = None  # force a rebuild, as a takeover would
+    submit_all(client, [PlaceOrder("c3", 0, 0, OrderPayload("b1", Side.BUY, OrderType.LIMIT, 5, 201))])
+    run_until_idle(c)
+    assert "has no order record; skipped" in caplog.text
+    deal = [e for e in stream_events(client) if e.type == "deal.executed.v1"][0]
+    assert deal.payload["maker"]["orderId"] == "a2"
+    report = reconcile(client, KEYS, 0)
+    assert report["issues"] == [f"ask:a1:missing-order"] and not report["healthy"]
+
+
+def test_reconcile_reports_index_mismatch(valkey: ValkeyProcess) -> None:
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    c = conductor(client)
+    submit_all(client, [PlaceOrder("c1", 0, 0, OrderPayload("a1", Side.SELL, OrderType.LIMIT, 5, 200))])
+    run_until_idle(c)
+    assert reconcile(client, KEYS, 0)["healthy"]
+    client.hset(KEYS.order("a1"), "side", "buy")
+    report = reconcile(client, KEYS, 0)
+    assert report["issues"] == ["ask:a1:index-mismatch"]
+    assert (report["indexedOrders"], report["scannedOrders"], report["truncated"]) == (1, 1, False)
+
+
+def test_command_for_another_partition_is_refused_and_changes_nothing(valkey: ValkeyProcess) -> None:
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    c = conductor(client)
+    good = '{"kind":"place","command_id":"x","pair_id":1,"partition":1,"order":{"order_id":"o","side":"buy",' \
+           '"order_type":"limit","quantity":1,"price":200}}'
+    lying = good.replace('"partition":1', '"partition":0')  # pair 1 belongs to partition 1
+    client.xadd(KEYS.commands, {"command": good})
+    client.xadd(KEYS.commands, {"command": lying})
+    client.xadd(KEYS.commands, {"command": "not json"})
+    run_until_idle(c)
+    assert client.xlen(KEYS.events) == 0 and client.get(KEYS.processed_command("x")) is None
+    failures = {s.labels["reason"]: s.value for m in c.metrics.registry.collect() if m.name == "matching_failures"
+                for s in m.samples if s.name.endswith("_total")}
+    assert failures == {"wrong-partition": 1.0, "invalid-command": 2.0}
+
+
+def test_a_different_partition_count_refuses_to_boot(valkey: ValkeyProcess) -> None:
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    conductor(client)
+    with pytest.raises(BootRefused, match="partition count 4 differs from the 2 recorded"):
+        Conductor(client, partition=0, partition_count=4, instruments=TEST_INSTRUMENTS,
+                  durability=Durability.named("memory")).boot()
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"MATCHING_PARTITION_COUNT": "2", "MATCHING_PARTITION": "2"}, "MATCHING_PARTITION=2 is outside 0..1"),
+    ({"MATCHING_PARTITION_COUNT": "0"}, "MATCHING_PARTITION_COUNT=0 must be at least 1"),
+    ({"MATCHING_PARTITION_COUNT": "two"}, "is not a whole number"),
+])
+def test_partition_settings_are_checked_at_import(env: dict, message: str) -> None:
+    out = subprocess.run([sys.executable, "-c", "import matching.contracts; print('imported')"],
+                         capture_output=True, text=True, env={**env, "PATH": "/usr/bin"})
+    assert out.returncode == 2 and "imported" not in out.stdout
+    assert message in out.stderr
+
+
+def test_aof_replicated_refused_with_aof_off(valkey: ValkeyProcess) -> None:
+    with pytest.raises(BootRefused, match="AOF is off"):
+        conductor(cell_client(RedisEndpoint(url=valkey.url)), durability="aof-replicated")
+
+
+def test_aof_replicated_refused_without_a_replica(valkey_aof: ValkeyProcess) -> None:
+    with pytest.raises(BootRefused, match="confirmed only local=1 replicas=0"):
+        Conductor(cell_client(RedisEndpoint(url=valkey_aof.url)), partition=0, partition_count=2,
+                  instruments=TEST_INSTRUMENTS, durability=Durability(1, 1, 300)).boot()
+
+
+def test_stp_mode_is_configurable(valkey: ValkeyProcess) -> None:
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    flow = p0_flow(21, 400)
+    submit_all(client, flow)
+    run_until_idle(conductor(client, stp_mode=StpMode.CANCEL_MAKER))
+    assert projected(stream_events(client)) == reference_events(flow, "cancel-maker")
