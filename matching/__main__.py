@@ -1,0 +1,118 @@
+"""``python -m matching conductor|outbox`` (console script ``fixgw-cell``): one cell process.
+
+Configuration comes from the environment (seed 000's names, see matching/config.py and
+the README). Bad configuration stops the process before it touches a key or a stream.
+SIGTERM/SIGINT release the lease so a standby takes over at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from sessionstore.connection import connect
+from sessionstore.keys import GatewayKey
+from sessionstore.settings import ConfigError
+
+from .conductor import BootRefused, Conductor
+from .config import CellSettings, load_cell_settings
+from .http import CellHttp
+from .instruments import InstrumentTable
+from .keys import PartitionKeys
+from .metrics import ConductorMetrics, OutboxMetrics
+from .outbox import OutboxWorker, RedisStreamsPublisher, owner_routes
+from .storage import reconcile
+
+log = logging.getLogger("matching")
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    return stop
+
+
+def _partition(settings: CellSettings) -> int:
+    if settings.partition is None:
+        raise ConfigError("MATCHING_PARTITION is not set: which partition does this process own?")
+    return settings.partition
+
+
+def build_conductor(settings: CellSettings) -> Conductor:
+    partition = _partition(settings)
+    endpoint = settings.endpoint()
+    # One connection: WAITAOF covers only the writes of the connection that sends it.
+    client = connect(endpoint.model_copy(update={"pool": endpoint.pool.model_copy(update={"maxTotal": 1,
+                                                                                          "maxIdle": 1})}),
+                     client_name=f"conductor-p{partition}")
+    table = InstrumentTable.load(settings.instruments)
+    return Conductor(client, partition=partition, partition_count=settings.partition_count,
+                     instruments=table.by_pair, durability=settings.durability_policy, stp_mode=settings.stp_mode,
+                     batch_size=settings.batch_size, metrics=ConductorMetrics(partition))
+
+
+def run_conductor(settings: CellSettings) -> int:
+    conductor = build_conductor(settings)
+    conductor.boot()
+    control = connect(settings.endpoint(), client_name=f"conductor-p{conductor.partition}-http")
+    http = CellHttp(settings.http_port, conductor.metrics.registry, lambda: conductor.has_lease,
+                    lambda pair: reconcile(control, conductor.keys, pair)).start()
+    print(f"matching: conductor p{conductor.partition} of {settings.partition_count} "
+          f"({settings.durability}), http://127.0.0.1:{http.port}/metrics", flush=True)
+    stop = _stop_on_signals()
+    try:
+        conductor.run(stop)
+    finally:
+        http.stop()
+    return 0
+
+
+def run_outbox(settings: CellSettings, target_url: str | None, also: list[str]) -> int:
+    partition = _partition(settings)
+    endpoint = settings.endpoint()
+    data = connect(endpoint, client_name=f"outbox-p{partition}-data")
+    control = connect(endpoint, client_name=f"outbox-p{partition}-control")
+    target = connect(endpoint.model_copy(update={"url": target_url, "nodes": [], "sentinels": [],
+                                                 "sentinelGroup": None}) if target_url else endpoint)
+
+    def inbox_of(owner: str) -> str:
+        namespace, gateway, *_ = owner.split("/")
+        return GatewayKey(namespace, gateway).inbox_stream
+
+    worker = OutboxWorker(data, control, partition, RedisStreamsPublisher(target, owner_routes(inbox_of, also)),
+                          metrics=OutboxMetrics(partition))
+    http = CellHttp(settings.http_port, worker.metrics.registry, lambda: worker.has_lease).start()
+    print(f"matching: outbox p{partition} draining {PartitionKeys(partition).events}, "
+          f"http://127.0.0.1:{http.port}/metrics", flush=True)
+    stop = _stop_on_signals()
+    try:
+        worker.run(stop)
+    finally:
+        http.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="fixgw-cell", description=__doc__.splitlines()[0])
+    parser.add_argument("role", choices=["conductor", "outbox"])
+    parser.add_argument("--target-url", help="outbox: datastore of the gateway inboxes (default: the cell's own)")
+    parser.add_argument("--also", action="append", default=[], help="outbox: a stream every event also goes to "
+                        "(e.g. the drop-copy gateway inbox); repeatable")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = load_cell_settings()
+        if args.role == "conductor":
+            return run_conductor(settings)
+        return run_outbox(settings, args.target_url, args.also)
+    except (ConfigError, BootRefused) as exc:
+        print(f"matching: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
