@@ -50,6 +50,7 @@ from .storage import (
     commit_fenced,
     partition_command,
     rebuild_cell,
+    wait_aof,
 )
 
 log = logging.getLogger("matching.conductor")
@@ -88,8 +89,8 @@ def check_durability(client: RedisClient, keys: PartitionKeys, policy: Durabilit
     if str(info.get("aof_enabled", "0")) != "1":
         raise BootRefused("aof-replicated refused: AOF is off on the partition's primary (appendonly no)")
     client.hset(keys.meta, "durabilityProbe", str(time.time_ns()))
-    local, replicas = partition_command(client, keys, "WAITAOF", policy.local_fsyncs, policy.replica_fsyncs,
-                                        policy.timeout_ms)
+    local, replicas = wait_aof(lambda *a: partition_command(client, keys, *a), policy.local_fsyncs,
+                               policy.replica_fsyncs, policy.timeout_ms)
     if int(local) < policy.local_fsyncs or int(replicas) < policy.replica_fsyncs:
         raise BootRefused(f"aof-replicated refused: WAITAOF {policy.local_fsyncs} {policy.replica_fsyncs} "
                           f"{policy.timeout_ms} confirmed only local={local} replicas={replicas} "
@@ -327,8 +328,7 @@ class Conductor:
             if commands:
                 waited = commit_fenced(self.client, self.keys, self.token, commands, waitaof)
             elif waitaof is not None:  # only duplicates: still wait, as seed 000's step 3 does
-                local, replicas = partition_command(self.client, self.keys, "WAITAOF", *waitaof)
-                waited = (int(local), int(replicas))
+                waited = wait_aof(lambda *a: partition_command(self.client, self.keys, *a), *waitaof)
             else:
                 waited = None
         except FencedOut as exc:

@@ -135,8 +135,8 @@ class FencedOut(Exception):
 
 def commit_fenced(client: RedisClient, keys: PartitionKeys, token: str, commands: list[tuple[Any, ...]],
                   waitaof: tuple[int, int, int] | None) -> tuple[int, int] | None:
-    """WATCH the lease, check it is ours, then MULTI/commands/EXEC (+ WAITAOF on the same
-    connection). Returns WAITAOF's (local, replicas), or None when no wait was asked.
+    """WATCH the lease, check it is ours, then MULTI/commands/EXEC, then WAITAOF on the same
+    connection. Returns WAITAOF's (local, replicas), or None when no wait was asked.
 
     Standalone and Sentinel send the transaction pre-packed by hiredis on redis-py's own
     connection (a third of redis-py's per-command cost, measured in bench/cell_bench.py);
@@ -159,8 +159,6 @@ def commit_fenced(client: RedisClient, keys: PartitionKeys, token: str, commands
         parts = [hiredis.pack_command(("MULTI",))]
         parts += [hiredis.pack_command(tuple(str(a) if isinstance(a, int) else a for a in c)) for c in commands]
         parts.append(hiredis.pack_command(("EXEC",)))
-        if waitaof is not None:
-            parts.append(hiredis.pack_command(("WAITAOF", *map(str, waitaof))))
         conn.send_packed_command([b"".join(parts)])
         queued_errors = []
         for _ in range(len(commands) + 1):  # +OK for MULTI, +QUEUED for each command
@@ -172,7 +170,13 @@ def commit_fenced(client: RedisClient, keys: PartitionKeys, token: str, commands
             result = conn.read_response()
         except ResponseError as exc:  # EXECABORT: a command was refused while queueing
             result = exc
-        waited = conn.read_response() if waitaof is not None else None
+        waited = None
+        if waitaof is not None and isinstance(result, list):
+            def on_conn(*args: Any) -> Any:
+                conn.send_command(*args)
+                return conn.read_response()
+
+            waited = wait_aof(on_conn, *waitaof)
     except BaseException:
         conn.disconnect()
         raise
@@ -206,8 +210,28 @@ def _commit_cluster(client: Any, keys: PartitionKeys, token: str, commands: list
         pipe.reset()
     if waitaof is None:
         return None
-    local, replicas = partition_command(client, keys, "WAITAOF", *waitaof)
-    return int(local), int(replicas)
+    return wait_aof(lambda *args: partition_command(client, keys, *args), *waitaof)
+
+
+WAITAOF_SLICE_MS = 10
+
+
+def wait_aof(send: Any, local: int, replicas: int, timeout_ms: int) -> tuple[int, int]:
+    """WAITAOF in short slices until confirmed or ``timeout_ms`` has passed.
+
+    Measured on Valkey 9: a replica answers the primary's GETACK with the offset it has
+    fsynced *so far*; when that ack lands before the replica's fsync, one long WAITAOF sits
+    until the replica's next periodic ack, a full second later. Each new WAITAOF asks
+    again, so slices of 10 ms turn that second into milliseconds. Must be sent on the
+    connection that made the writes (WAITAOF covers only its own client's writes).
+    """
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
+        got_local, got_replicas = send("WAITAOF", local, replicas, min(WAITAOF_SLICE_MS, remaining_ms))
+        got = (int(got_local), int(got_replicas))
+        if (got[0] >= local and got[1] >= replicas) or time.monotonic() >= deadline:
+            return got
 
 
 def node_for(client: RedisClient, keys: PartitionKeys) -> Any:

@@ -1,0 +1,146 @@
+"""Matching-cell throughput: full matching in memory vs aof-replicated mode, and the outbox.
+
+One partition, one conductor draining a pre-filled command stream of random limit/market/
+IOC/FOK/cancel/replace flow. ``memory``: a plain Valkey. ``aof-replicated``: a primary and a
+replica, both ``appendfsync always``, with WAITAOF 1 1 after each group commit. Baselines in
+the same run: seed 000's write-shape microbenchmark (HSET + ZADD + XADD in one MULTI per
+command, WAITAOF 1 1 after each in aof mode, no matching) and an unbatched outbox that
+publishes and acknowledges one event at a time (the seed's first version, 517 events/s).
+
+    .venv/bin/python bench/cell_bench.py [--commands 20000] [--batch 200] [--events 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from matching.conductor import Conductor, submit  # noqa: E402
+from matching.config import Durability  # noqa: E402
+from matching.contracts import Event, EventType  # noqa: E402
+from matching.keys import PartitionKeys  # noqa: E402
+from matching.outbox import GROUP, OutboxWorker, RedisStreamsPublisher  # noqa: E402
+from sessionstore.connection import connect  # noqa: E402
+from sessionstore.embedded import _wait, standalone  # noqa: E402
+from sessionstore.settings import RedisEndpoint  # noqa: E402
+from tests.flows import TEST_INSTRUMENTS, random_flow  # noqa: E402
+
+KEYS = PartitionKeys(0)
+
+
+def one_connection(url: str):  # type: ignore[no-untyped-def]
+    return connect(RedisEndpoint(url=url, socketTimeout="10s", pool={"maxTotal": 1, "maxIdle": 1}))
+
+
+def conductor_rate(url: str, durability: str, n: int, batch: int) -> float:
+    client = one_connection(url)
+    flow = [c for c in random_flow(42, n * 2) if c.partition == 0][:n]
+    pipe = client.pipeline(transaction=False)
+    for cmd in flow:
+        submit(pipe, cmd, 2)
+    pipe.execute()
+    c = Conductor(client, partition=0, partition_count=2, instruments=TEST_INSTRUMENTS,
+                  durability=Durability.named(durability), batch_size=batch)
+    c.boot()
+    c.try_lease()
+    c.rebuild()
+    started = time.perf_counter()
+    done = 0
+    while done < len(flow):
+        done += c.step(block_ms=100)
+    return done / (time.perf_counter() - started)
+
+
+def write_shape_rate(url: str, aof: bool, n: int) -> float:
+    """Seed 000's redis-multicell-performance shape: one MULTI per command, optional WAITAOF."""
+    client = one_connection(url)
+    started = time.perf_counter()
+    for i in range(n):
+        tx = client.pipeline(transaction=True)
+        tx.hset(f"{KEYS.prefix}:shape:order:{i}", mapping={"price": "100", "qty": "1"})
+        tx.zadd(f"{KEYS.prefix}:shape:book", {f"{i:020d}:{i}": 100})
+        tx.xadd(f"{KEYS.prefix}:shape:events", {"event": "x" * 200})
+        tx.execute()
+        if aof:
+            client.execute_command("WAITAOF", 1, 1, 2000)
+    return n / (time.perf_counter() - started)
+
+
+def fill_events(client, n: int) -> None:  # type: ignore[no-untyped-def]
+    pipe = client.pipeline(transaction=False)
+    for i in range(n):
+        e = Event(f"c{i}:0", EventType.DEAL_EXECUTED, 0, 0, f"c{i}", {"owner": "fix/fsg/C1", "price": 20000,
+                                                                       "quantity": 3})
+        pipe.xadd(KEYS.events, {"event": e.encode()})
+    pipe.execute()
+
+
+def outbox_rate(url: str, target_url: str, n: int) -> float:
+    cell, target = connect(RedisEndpoint(url=url)), connect(RedisEndpoint(url=target_url))
+    cell.delete(KEYS.events)
+    fill_events(cell, n)
+    w = OutboxWorker(cell, cell, 0, RedisStreamsPublisher(target, lambda e: ["{fix/fsg}/inbox"]))
+    w.ensure_group()
+    started = time.perf_counter()
+    done = 0
+    while done < n:
+        done += w.step(block_ms=100)
+    return n / (time.perf_counter() - started)
+
+
+def unbatched_outbox_rate(url: str, target_url: str, n: int) -> float:
+    cell, target = connect(RedisEndpoint(url=url)), connect(RedisEndpoint(url=target_url))
+    cell.delete(KEYS.events)
+    fill_events(cell, n)
+    cell.xgroup_create(KEYS.events, GROUP, id="0", mkstream=True)
+    started = time.perf_counter()
+    for _ in range(n):
+        (_, entries), = cell.xreadgroup(GROUP, "one", {KEYS.events: ">"}, count=1)
+        sid, fields = entries[0]
+        target.xadd("{fix/fsg}/inbox", {"messageId": "x", "event": fields[b"event"]})
+        cell.xack(KEYS.events, GROUP, sid)
+        cell.xdel(KEYS.events, sid)
+    return n / (time.perf_counter() - started)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--commands", type=int, default=20000)
+    ap.add_argument("--batch", type=int, default=200)
+    ap.add_argument("--events", type=int, default=20000)
+    args = ap.parse_args()
+    shape_n = min(args.commands, 3000)
+    with standalone() as mem:
+        memory = conductor_rate(mem.url, "memory", args.commands, args.batch)
+        shape_mem = write_shape_rate(mem.url, False, shape_n)
+    with standalone(aof=True, appendfsync="always") as primary:
+        replica = standalone(aof=True, appendfsync="always", replicaof=f"127.0.0.1 {primary.port}").start()
+        try:
+            _wait(lambda: replica.client().info("replication").get("master_link_status") == "up", "replica")
+            durable = conductor_rate(primary.url, "aof-replicated", args.commands, args.batch)
+            shape_aof = write_shape_rate(primary.url, True, min(shape_n, 300))
+        finally:
+            replica.stop()
+    with standalone() as cell, standalone() as gw:
+        outbox = outbox_rate(cell.url, gw.url, args.events)
+        unbatched = unbatched_outbox_rate(cell.url, gw.url, min(args.events, 3000))
+
+    print(f"one partition, {args.commands} commands, group commit up to {args.batch} per MULTI/EXEC\n")
+    print(f"{'':46} {'ours/s':>10} {'baseline/s':>11} {'ratio':>7}")
+    print(f"{'matching, memory (vs seed write-shape, memory)':46} {memory:10.0f} {shape_mem:11.0f} "
+          f"{memory / shape_mem:6.2f}x")
+    print(f"{'matching, aof-replicated (vs write-shape + WAITAOF)':46} {durable:10.0f} {shape_aof:11.0f} "
+          f"{durable / shape_aof:6.2f}x")
+    print(f"{'outbox events (vs one-at-a-time publish + ack)':46} {outbox:10.0f} {unbatched:11.0f} "
+          f"{outbox / unbatched:6.2f}x")
+    print(f"\naof-replicated / memory = {durable / memory:.2f}   (seed 000: 3,254 / 25,621 = 0.13)")
+    print("seed 000's figures: 25,621 tx/s memory, 3,254 tx/s aof-replicated (write shape, no matching), "
+          "517 events/s unbatched outbox")
+
+
+if __name__ == "__main__":
+    main()
