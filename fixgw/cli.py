@@ -52,6 +52,25 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gateway(args: argparse.Namespace) -> int:
+    from .config import load_gateway
+    from .gateway import Gateway
+
+    overrides = {"mode": args.mode} if args.mode else {}
+    settings, store_settings = load_gateway(args.config, overrides)
+    return Gateway(settings, store_settings, behaviour_for(settings.mode)).run()
+
+
+def behaviour_for(mode: str) -> Any:
+    if mode == "at":
+        from .at import AcceptanceBehaviour
+
+        return AcceptanceBehaviour()
+    from .orders import OrderEntryBehaviour
+
+    return OrderEntryBehaviour()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fixgw", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -61,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--port", type=int, default=None, help="embedded Valkey port (0 = any free port)")
     up.add_argument("--data-dir", default=None, help="embedded Valkey data directory")
     up.set_defaults(func=cmd_up)
+    gw = sub.add_parser("gateway", help="run the FIX acceptor (standby until it holds the dispatcher lock)")
+    gw.add_argument("--config", default=str(DEFAULT_CONFIG), help="TOML configuration")
+    gw.add_argument("--mode", choices=["gateway", "at"], help="override [gateway] mode (at = acceptance-test app)")
+    gw.set_defaults(func=cmd_gateway)
     return parser
 
 

@@ -61,7 +61,7 @@ return 1
 """
 
 # KEYS: owner, state, every chunk key 0..N. ARGV: epoch, sessionStartTime (8 bytes),
-# highest chunk index the caller covered. Refuses if the state shows more chunks than
+# highest chunk index the caller covered, next targetSeqNum (4 bytes). Refuses if the state shows more chunks than
 # the caller passed (a message was written meanwhile), so no chunk survives a reset.
 RESET_SESSION = _FENCE + """
 local last = 0
@@ -75,7 +75,7 @@ end
 for i = 3, #KEYS do redis.call('DEL', KEYS[i]) end
 local conn = redis.call('HGET', KEYS[2], 'connectionStartTime')
 redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[2], 'senderSeqNum', struct.pack('<I4', 1), 'targetSeqNum', struct.pack('<I4', 1),
+redis.call('HSET', KEYS[2], 'senderSeqNum', struct.pack('<I4', 1), 'targetSeqNum', ARGV[4],
            'lastSentSeqNum', struct.pack('<I4', 0), 'sessionStartTime', ARGV[2])
 if conn then redis.call('HSET', KEYS[2], 'connectionStartTime', conn) end
 return #KEYS - 2

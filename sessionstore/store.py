@@ -147,19 +147,21 @@ class SessionStore:
     def record_connection_start(self, session: SessionKey, when_ns: int | None = None) -> None:
         self._update_state(session, {"connectionStartTime": when_ns if when_ns is not None else now_ns()})
 
-    def reset(self, session: SessionKey, session_start_ns: int | None = None) -> int:
+    def reset(self, session: SessionKey, session_start_ns: int | None = None, next_target: int = 1) -> int:
         """Start a new FIX session: drop every chunk wholesale, sequence numbers back to 1.
 
-        Returns the number of chunk keys deleted (including ones that held nothing).
+        ``next_target`` is for a reset by an inbound Logon that was already accepted (its
+        own number is then consumed). Returns the number of chunk keys deleted.
         """
         start = encode_state_field("sessionStartTime", session_start_ns if session_start_ns is not None else now_ns())
+        target = encode_state_field("targetSeqNum", next_target)
         for _ in range(5):
             state = self.load_state(session)
             top = max(state.last_sent_seq_num, state.sender_seq_num - 1)
             last_chunk = chunk_index(top)
             keys = [session.owner, session.state] + [session.chunk(i) for i in range(last_chunk + 1)]
             try:
-                return int(self._write(lambda: self._reset(keys=keys, args=[self.fence.epoch, start, last_chunk])))
+                return int(self._write(lambda: self._reset(keys=keys, args=[self.fence.epoch, start, last_chunk, target])))
             except StoreError as exc:
                 if not str(exc).startswith("RETRY"):
                     raise

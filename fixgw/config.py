@@ -1,0 +1,128 @@
+"""``[gateway]`` settings: where the acceptor listens and which FIX sessions it serves.
+
+Owns turning them into QuickFIX's own SessionSettings text. Every session is marked
+``fsg`` (order entry) or ``dc`` (drop copy): that is the gateway part of its Redis key,
+``{namespace/kind/name}``. Bad settings stop startup with a message naming the setting.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from sessionstore.keys import SessionKey
+from sessionstore.settings import ConfigError, SessionStoreSettings, describe, load_session_store, read_toml
+
+ROOT = Path(__file__).resolve().parent.parent
+DICTIONARIES = ROOT / "config" / "dictionaries"
+BEGIN_STRINGS = ("FIX.4.2", "FIX.4.4", "FIXT.1.1")
+
+
+class SessionConfig(BaseModel):
+    """One FIX session the acceptor serves."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    kind: Literal["fsg", "dc"] = "fsg"
+    begin_string: Literal["FIX.4.2", "FIX.4.4", "FIXT.1.1"] = "FIX.4.4"
+    default_appl_ver_id: str = "FIX.5.0SP2"  # FIXT.1.1 only
+    sender_comp_id: str | None = None  # defaults to [gateway] sender_comp_id
+    target_comp_id: str | None = None  # defaults to the session name
+    heartbeat: int = Field(30, ge=1)
+    reset_on_logon: bool = False
+    reset_on_logout: bool = False
+    reset_on_disconnect: bool = False
+    validate_fields_have_values: bool = True
+    accounts: list[str] = Field(default_factory=list)  # drop copy: only these accounts (empty = all)
+
+    def with_defaults(self, sender: str) -> SessionConfig:
+        return self.model_copy(update={"sender_comp_id": self.sender_comp_id or sender,
+                                       "target_comp_id": self.target_comp_id or self.name})
+
+    @property
+    def session_id_text(self) -> str:
+        """QuickFIX's SessionID string: ``BeginString:Sender->Target``."""
+        return f"{self.begin_string}:{self.sender_comp_id}->{self.target_comp_id}"
+
+    @property
+    def store_prefix(self) -> str:
+        """QuickFIX FileStore's file name prefix for this session."""
+        return f"{self.begin_string}-{self.sender_comp_id}-{self.target_comp_id}"
+
+    def key(self, namespace: str) -> SessionKey:
+        return SessionKey(namespace, self.kind, self.name)
+
+
+class GatewaySettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["gateway", "at"] = "gateway"
+    host: str = "127.0.0.1"
+    port: int = Field(9878, ge=0, le=65535)
+    http_port: int = Field(9879, ge=0, le=65535)
+    sender_comp_id: str = "FIXGW"
+    state_dir: Path = Path("var/gateway")  # disposable local FileStore copies, rebuilt from Redis
+    dictionaries: Path = DICTIONARIES
+    check_latency: bool = True
+    max_latency: int = Field(120, ge=1)
+    session: list[SessionConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _sessions(self) -> GatewaySettings:
+        if not self.session:
+            raise ValueError("at least one [[gateway.session]] is needed")
+        self.session = [s.with_defaults(self.sender_comp_id) for s in self.session]
+        names = [s.name for s in self.session]
+        if len(set(names)) != len(names):
+            raise ValueError(f"session names repeat: {sorted(n for n in names if names.count(n) > 1)}")
+        ids = [s.session_id_text for s in self.session]
+        if len(set(ids)) != len(ids):
+            raise ValueError("two sessions share BeginString/SenderCompID/TargetCompID")
+        for s in self.session:
+            SessionKey("x", s.kind, s.name)  # the name must be usable in a key
+        return self
+
+    def kinds(self) -> list[str]:
+        return sorted({s.kind for s in self.session})
+
+    def quickfix_settings(self, store_path: Path) -> str:
+        """QuickFIX's SessionSettings file for these sessions."""
+        full = self.mode == "at"
+        dicts = self.dictionaries / "full" if full and (self.dictionaries / "full").is_dir() else self.dictionaries
+        lines = [
+            "[DEFAULT]", "ConnectionType=acceptor", f"SocketAcceptHost={self.host}",
+            f"SocketAcceptPort={self.port}", f"FileStorePath={store_path}", "StartTime=00:00:00",
+            "EndTime=00:00:00", "UseDataDictionary=Y", "ValidateUserDefinedFields=Y",
+            f"CheckLatency={'Y' if self.check_latency else 'N'}", f"MaxLatency={self.max_latency}",
+            "PersistMessages=Y", "SocketReuseAddress=Y", "SocketNodelay=Y", "",
+        ]
+        for s in self.session:
+            lines += ["[SESSION]", f"BeginString={s.begin_string}", f"SenderCompID={s.sender_comp_id}",
+                      f"TargetCompID={s.target_comp_id}", f"HeartBtInt={s.heartbeat}",
+                      f"ResetOnLogon={'Y' if s.reset_on_logon else 'N'}",
+                      f"ResetOnLogout={'Y' if s.reset_on_logout else 'N'}",
+                      f"ResetOnDisconnect={'Y' if s.reset_on_disconnect else 'N'}",
+                      f"ValidateFieldsHaveValues={'Y' if s.validate_fields_have_values else 'N'}"]
+            if s.begin_string == "FIXT.1.1":
+                lines += [f"DefaultApplVerID={s.default_appl_ver_id}",
+                          f"TransportDataDictionary={dicts / 'FIXT11.xml'}",
+                          f"AppDataDictionary={dicts / 'FIX50SP2.xml'}"]
+            else:
+                lines.append(f"DataDictionary={dicts / (s.begin_string.replace('.', '') + '.xml')}")
+            lines.append("")
+        return "\n".join(lines)
+
+
+def load_gateway(path: str | Path, overrides: dict[str, Any] | None = None) -> tuple[GatewaySettings,
+                                                                                     SessionStoreSettings]:
+    """Both sections of the gateway's TOML file, validated."""
+    data = read_toml(path)
+    table = {**data.get("gateway", {}), **(overrides or {})}
+    try:
+        gateway = GatewaySettings(**table)
+    except ValidationError as exc:
+        raise ConfigError(describe(exc, "gateway")) from None
+    return gateway, load_session_store(data.get("session_store", {}))

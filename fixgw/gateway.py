@@ -1,0 +1,146 @@
+"""The gateway process: standby until it holds the lock, then a QuickFIX acceptor on Redis.
+
+Lifecycle: start the HTTP endpoints (/ready answers 503 while standby); wait for the
+dispatcher lock of every gateway kind it serves (``{ns/fsg}``, ``{ns/dc}``); stamp each
+session with the new fencing epoch; materialise each session from Redis into a fresh
+FileStore directory; start the acceptor. Losing a lock ends the process at once (exit 3)
+so nothing more is sent; SIGTERM logs sessions out, releases the locks and exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import quickfix as fix
+
+from matching.http import CellHttp
+from sessionstore import DispatcherLock, GatewayKey, SessionKey, SessionStore, connect
+from sessionstore.settings import SessionStoreSettings
+
+from .application import Behaviour, GatewayApplication, die
+from .config import GatewaySettings
+from .filestore import fresh_directory, write_session
+from .metrics import GatewayMetrics
+
+log = logging.getLogger("fixgw.gateway")
+
+
+class Gateway:
+    def __init__(self, settings: GatewaySettings, store_settings: SessionStoreSettings,
+                 behaviour: Behaviour, on_lost: Callable[[str], None] | None = None) -> None:
+        self.settings = settings
+        self.store_settings = store_settings
+        self.behaviour = behaviour
+        self.metrics = GatewayMetrics()
+        self.client = connect(store_settings, client_name="fixgw-gateway")
+        self.namespace = store_settings.namespace
+        self.on_lost = on_lost or (lambda reason: die(f"dispatcher lock lost: {reason}", 3))
+        self.locks = {
+            kind: DispatcherLock(self.client, GatewayKey(self.namespace, kind), ttl=store_settings.lockTtl,
+                                 renewal=store_settings.lockRenewalInterval, on_lost=self._lost(kind))
+            for kind in settings.kinds()
+        }
+        self.stores = {kind: SessionStore(self.client, lock, on_write=self.metrics.store_write.observe)
+                       for kind, lock in self.locks.items()}
+        self.acceptor: Any = None
+        self.application: GatewayApplication | None = None
+        self.active = threading.Event()
+        self.stop_requested = threading.Event()
+        self.http: CellHttp | None = None
+
+    def _lost(self, kind: str) -> Callable[[str], None]:
+        def lost(reason: str) -> None:
+            self.metrics.lock_held.labels(kind).set(0)
+            self.active.clear()
+            self.on_lost(f"{self.namespace}/{kind}: {reason}")
+
+        return lost
+
+    @property
+    def ready(self) -> bool:
+        return self.active.is_set() and all(lock.held for lock in self.locks.values())
+
+    def serve_http(self) -> int:
+        self.http = CellHttp(self.settings.http_port, self.metrics.registry, lambda: self.ready).start()
+        return self.http.port
+
+    def wait_for_locks(self) -> bool:
+        """Standby: block until every lock is ours (False if asked to stop meanwhile)."""
+        for kind, lock in self.locks.items():
+            log.info("standby: waiting for the %s/%s dispatcher lock", self.namespace, kind)
+            if not lock.acquire(stop=self.stop_requested, poll=min(0.2, self.store_settings.lockRenewalInterval)):
+                return False
+            self.metrics.lock_held.labels(kind).set(1)
+        return True
+
+    def materialise(self) -> dict[SessionKey, int]:
+        """Stamp every session with our epoch and rebuild its FileStore from Redis."""
+        store_dir = fresh_directory(Path(self.settings.state_dir) / "filestore")
+        last_sent: dict[SessionKey, int] = {}
+        for cfg in self.settings.session:
+            key = cfg.key(self.namespace)
+            store = self.stores[cfg.kind]
+            store.stamp_owner(key)
+            loaded = store.load(key)
+            start = loaded.state.session_start_time
+            if start is None:  # a session never stored before starts now
+                start = time.time_ns()
+                store.reset(key, session_start_ns=start)
+                loaded = store.load(key)
+            write_session(store_dir, cfg.store_prefix, loaded, start)
+            last_sent[key] = loaded.state.last_sent_seq_num
+            self.metrics.sender_seq.labels(str(key)).set(loaded.state.sender_seq_num)
+            self.metrics.target_seq.labels(str(key)).set(loaded.state.target_seq_num)
+            log.info("%s materialised: next sender %d, next target %d, %d stored messages", key,
+                     loaded.state.sender_seq_num, loaded.state.target_seq_num, len(loaded.messages))
+        return last_sent
+
+    def start_acceptor(self, last_sent: dict[SessionKey, int]) -> None:
+        state_dir = Path(self.settings.state_dir)
+        cfg_path = state_dir / "quickfix.cfg"
+        cfg_path.write_text(self.settings.quickfix_settings(state_dir / "filestore"))
+        qf_settings = fix.SessionSettings(str(cfg_path))
+        sessions = {cfg.session_id_text: cfg for cfg in self.settings.session}
+        self.application = GatewayApplication(sessions, self.stores, self.namespace, self.behaviour, self.metrics,
+                                              last_sent)
+        log_dir = state_dir / "log"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.acceptor = fix.ThreadedSocketAcceptor(self.application, fix.FileStoreFactory(qf_settings), qf_settings,
+                                                   fix.FileLogFactory(str(log_dir)))
+        self.acceptor.start()
+        self.active.set()
+        log.info("active: accepting FIX connections on %s:%d", self.settings.host, self.settings.port)
+
+    def stop(self) -> None:
+        """Log every session out, then give the locks up so a standby takes over at once."""
+        if self.acceptor is not None:
+            self.active.clear()
+            self.acceptor.stop()
+            self.acceptor = None
+        for kind, lock in self.locks.items():
+            lock.release()
+            self.metrics.lock_held.labels(kind).set(0)
+        if self.http is not None:
+            self.http.stop()
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, lambda *_: self.stop_requested.set())
+        signal.signal(signal.SIGINT, lambda *_: self.stop_requested.set())
+        port = self.serve_http()
+        print(f"fixgw: gateway http://127.0.0.1:{port}/ready (standby until the lock is ours)", flush=True)
+        try:
+            if not self.wait_for_locks():
+                return 0
+            self.start_acceptor(self.materialise())
+            print(f"fixgw: active, FIX acceptor on {self.settings.host}:{self.settings.port} "
+                  f"({len(self.settings.session)} sessions, namespace {self.namespace})", flush=True)
+            self.stop_requested.wait()
+            return 0
+        finally:
+            self.stop()

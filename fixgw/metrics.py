@@ -1,0 +1,23 @@
+"""The gateway's Prometheus metrics: per-session sequence numbers and traffic, store latency, locks."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class GatewayMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        r = self.registry = registry or CollectorRegistry()
+        self.sender_seq = Gauge("fixgw_session_next_sender_seq_num", "Next outbound MsgSeqNum", ["session"], registry=r)
+        self.target_seq = Gauge("fixgw_session_next_target_seq_num", "Next expected inbound MsgSeqNum", ["session"],
+                                registry=r)
+        self.messages_in = Counter("fixgw_messages_in", "Messages received", ["session", "msg_type"], registry=r)
+        self.messages_out = Counter("fixgw_messages_out", "Messages sent (resends included)", ["session", "msg_type"],
+                                    registry=r)
+        self.store_write = Histogram("fixgw_store_write_seconds", "Latency of one session-store write",
+                                     buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1.0),
+                                     registry=r)
+        self.store_failures = Counter("fixgw_store_failures", "Outbound messages vetoed: not stored",
+                                      ["session"], registry=r)
+        self.lock_held = Gauge("fixgw_lock_held", "1 while this process holds the dispatcher lock", ["gateway"],
+                               registry=r)
