@@ -1,0 +1,274 @@
+"""Gateway processes and FIX clients for end-to-end tests (real processes, real sockets)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import quickfix as fix
+
+from sessionstore.embedded import free_port
+from tools.fixat import SOH, Connection, complete
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def http_status(port: int, path: str = "/ready") -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return 0
+
+
+def http_text(port: int, path: str) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+        return r.read().decode()
+
+
+def wait_until(condition: Any, what: str, timeout: float = 15.0, every: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+SESSIONS = """
+[[gateway.session]]
+name = "CLIENT1"
+begin_string = "FIX.4.4"
+
+[[gateway.session]]
+name = "CLIENT2"
+begin_string = "FIX.4.4"
+"""
+
+
+class GatewayProc:
+    """``fixgw gateway`` as a child process with its own config, state dir and log."""
+
+    def __init__(self, tmp: Path, redis_url: str, *, name: str = "gw", fix_port: int, mode: str = "at",
+                 namespace: str = "t", lock_ttl: str = "1s", renewal: str = "250ms", sessions: str = SESSIONS,
+                 extra: str = "", env: dict[str, str] | None = None) -> None:
+        self.name = name
+        self.fix_port = fix_port
+        self.http_port = free_port()
+        self.dir = tmp / name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.config = self.dir / "gateway.toml"
+        self.config.write_text(f"""
+[gateway]
+mode = "{mode}"
+port = {fix_port}
+http_port = {self.http_port}
+state_dir = "{self.dir / 'state'}"
+{extra}
+{sessions}
+[session_store]
+namespace = "{namespace}"
+url = "{redis_url}"
+lockTtl = "{lock_ttl}"
+lockRenewalInterval = "{renewal}"
+socketTimeout = "500ms"
+connectionTimeout = "500ms"
+maxAttempts = 2
+""")
+        self.log = self.dir / "out.log"
+        self.env = env or {}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> GatewayProc:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "fixgw.cli", "gateway", "--config", str(self.config)],
+            cwd=self.dir, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), **self.env})
+        return self
+
+    def wait_active(self, timeout: float = 20.0) -> GatewayProc:
+        wait_until(lambda: self.ready() == 200 or not self.alive, f"{self.name} to become active", timeout)
+        assert self.alive, f"{self.name} exited: {self.output()}"
+        return self
+
+    def wait_http(self, timeout: float = 10.0) -> None:
+        wait_until(lambda: self.ready() in (200, 503), f"{self.name} http", timeout)
+
+    def ready(self) -> int:
+        return http_status(self.http_port)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def kill(self) -> None:
+        if self.alive:
+            self.signal(signal.SIGKILL)
+            assert self.proc is not None
+            self.proc.wait(10)
+
+    def wait(self, timeout: float = 15.0) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def stop(self) -> None:
+        if self.alive:
+            self.signal(signal.SIGCONT)
+            self.signal(signal.SIGTERM)
+            try:
+                self.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class FixClient(fix.Application):  # type: ignore[misc]
+    """A real QuickFIX initiator that records what it receives."""
+
+    def __init__(self, tmp: Path, port: int, target: str = "FIXGW", sender: str = "CLIENT1",
+                 begin: str = "FIX.4.4") -> None:
+        super().__init__()
+        self.sid = fix.SessionID(begin, sender, target)
+        self.app_messages: dict[int, str] = {}
+        self.admin_in: list[str] = []
+        self.logons = 0
+        self.logouts = 0
+        self._cond = threading.Condition()
+        cfg = tmp / f"client-{sender}.cfg"
+        cfg.write_text(f"""[DEFAULT]
+ConnectionType=initiator
+SocketConnectHost=127.0.0.1
+SocketConnectPort={port}
+FileStorePath={tmp / ('client-store-' + sender)}
+StartTime=00:00:00
+EndTime=00:00:00
+HeartBtInt=30
+ReconnectInterval=1
+UseDataDictionary=N
+[SESSION]
+BeginString={begin}
+SenderCompID={sender}
+TargetCompID={target}
+""")
+        self.settings = fix.SessionSettings(str(cfg))
+        self.initiator = fix.SocketInitiator(self, fix.FileStoreFactory(self.settings), self.settings)
+
+    # callbacks
+    def onCreate(self, sid: fix.SessionID) -> None:  # noqa: N802
+        return None
+
+    def onLogon(self, sid: fix.SessionID) -> None:  # noqa: N802
+        with self._cond:
+            self.logons += 1
+            self._cond.notify_all()
+
+    def onLogout(self, sid: fix.SessionID) -> None:  # noqa: N802
+        with self._cond:
+            self.logouts += 1
+            self._cond.notify_all()
+
+    def toAdmin(self, m: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
+        return None
+
+    def toApp(self, m: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
+        return None
+
+    def fromAdmin(self, m: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
+        with self._cond:
+            self.admin_in.append(m.toString())
+            self._cond.notify_all()
+
+    def fromApp(self, m: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
+        with self._cond:
+            self.app_messages[int(m.getHeader().getField(34))] = m.toString()
+            self._cond.notify_all()
+
+    # driving
+    def start(self) -> FixClient:
+        self.initiator.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop and destroy the initiator: QuickFIX keeps a process-wide registry of sessions,
+        and a stopped-but-alive session with the same ID would swallow the next client's sends."""
+        if self.initiator is not None:
+            self.initiator.stop()
+            self.initiator = None
+            import gc
+
+            gc.collect()
+
+    def wait_for(self, condition: Any, what: str, timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not condition():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"timed out waiting for {what}")
+                self._cond.wait(left)
+
+    def send_order(self, clordid: str, symbol: str = "ACME") -> bool:
+        m = fix.Message()
+        m.getHeader().setField(fix.MsgType("D"))
+        m.setField(fix.ClOrdID(clordid))
+        m.setField(fix.Symbol(symbol))
+        m.setField(fix.Side("1"))
+        m.setField(fix.OrdType("2"))
+        m.setField(fix.Price(10))
+        m.setField(fix.OrderQty(1))
+        m.setField(fix.TransactTime())
+        return bool(fix.Session.sendToTarget(m, self.sid))
+
+    @property
+    def session(self) -> Any:
+        return fix.Session.lookupSession(self.sid)
+
+
+def fields(raw: str | bytes) -> list[tuple[str, str]]:
+    text = raw.decode("latin-1") if isinstance(raw, bytes) else raw
+    return [tuple(f.split("=", 1)) for f in text.split("\x01") if f]  # type: ignore[misc]
+
+
+def body_without(raw: str | bytes, drop: set[str]) -> list[tuple[str, str]]:
+    return [(t, v) for t, v in fields(raw) if t not in drop]
+
+
+class RawFixClient:
+    """A hand-driven FIX 4.4 session over a socket, for what an engine would hide from us."""
+
+    def __init__(self, port: int, sender: str = "CLIENT1", target: str = "FIXGW", seq: int = 1) -> None:
+        self.conn = Connection("127.0.0.1", port)
+        self.sender, self.target, self.seq = sender, target, seq
+
+    def send(self, body: str) -> None:
+        from tools.fixat import fix_time
+
+        msg = (f"8=FIX.4.4\x01{body.split(chr(1), 1)[0]}\x0134={self.seq}\x0149={self.sender}\x01"
+               f"52={fix_time().decode()}\x0156={self.target}\x01" + "\x01".join(body.split("\x01")[1:]))
+        self.conn.send(complete(msg.encode()))
+        self.seq += 1
+
+    def read(self, timeout: float = 10.0) -> bytes | None:
+        return self.conn.read_message(timeout)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+__all__ = ["GatewayProc", "FixClient", "RawFixClient", "SOH", "wait_until", "http_status", "body_without"]

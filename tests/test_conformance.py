@@ -1,0 +1,40 @@
+"""QuickFIX's acceptance suite (server side) against the gateway in AT mode, on the Redis store."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from sessionstore.embedded import ValkeyProcess, free_port
+from tests.gateway_helpers import ROOT, GatewayProc
+from tools.fixat import load_formats, run_suite
+
+AT = ROOT.parent / "shared" / "conformance" / "quickfix-at"
+AT_SESSIONS = "".join(f"""
+[[gateway.session]]
+name = "{name}"
+begin_string = "{begin}"
+reset_on_logon = true
+validate_fields_have_values = {'false' if name == 'NO_CHECK_FIELDS_HAVE_VALUES' else 'true'}
+""" for name, begin in [("TW42", "FIX.4.2"), ("TW44", "FIX.4.4"), ("TW50SP2", "FIXT.1.1"), ("TW", "FIX.4.4"),
+                        ("NO_CHECK_FIELDS_HAVE_VALUES", "FIX.4.4")])
+
+
+def test_quickfix_acceptance_suite_passes_on_the_redis_backed_store(tmp_path: Path, valkey: ValkeyProcess) -> None:
+    assert AT.is_dir(), f"the acceptance definitions are expected at {AT} (../shared beside the repo)"
+    gw = GatewayProc(tmp_path, valkey.url, name="at", fix_port=free_port(), mode="at", namespace="at",
+                     sessions=AT_SESSIONS, extra='sender_comp_id = "ISLD"', lock_ttl="10s", renewal="2s")
+    gw.start().wait_active(timeout=60)
+    formats = load_formats(AT / "fields.fmt")
+    suites = [sorted((AT / v).glob("*.def")) for v in ("fix42", "fix44", "fix50sp2")]
+    try:
+        with ThreadPoolExecutor(3) as pool:
+            results = [r for rs in pool.map(lambda s: list(run_suite(s, "127.0.0.1", gw.fix_port, formats)), suites)
+                       for r in rs]
+    finally:
+        gw.stop()
+    failed = [f"{r.name}: {r.detail}" for r in results if not r.passed]
+    assert len(results) == 177
+    assert not failed, "\n".join(failed)
+    # every session really went through Redis
+    assert len(valkey.client().keys("{at/fsg/TW44}/store/*")) >= 1

@@ -1,0 +1,213 @@
+"""The QuickFIX acceptor on the Redis store: takeover, restart, fail-fast, fencing, bad input."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from sessionstore import SessionKey, SessionStore, connect
+from sessionstore.embedded import ValkeyProcess, free_port, standalone
+from sessionstore.settings import RedisEndpoint
+from sessionstore.store import FixedEpoch
+from tests.gateway_helpers import FixClient, GatewayProc, RawFixClient, body_without, fields, http_text, wait_until
+
+CLIENT1 = SessionKey("t", "fsg", "CLIENT1")
+VOLATILE = {"43", "122", "52", "9", "10"}  # what a resend may change (PossDup, times, length, checksum)
+
+
+def stored_state(url: str, key: SessionKey = CLIENT1):  # type: ignore[no-untyped-def]
+    return SessionStore(connect(RedisEndpoint(url=url)), FixedEpoch(0)).load(key)
+
+
+def resend_all(port: int, next_seq: int, last: int) -> dict[int, bytes]:
+    """Log on by hand and ask for everything from 1; return the resent application messages."""
+    raw = RawFixClient(port, seq=next_seq)
+    try:
+        raw.send("35=A\x0198=0\x01108=30")
+        logon = raw.read()
+        assert logon is not None and dict(fields(logon))["35"] == "A", logon
+        raw.send("35=2\x017=1\x0116=0")
+        resent: dict[int, bytes] = {}
+        while True:
+            msg = raw.read()
+            assert msg is not None, "gateway closed the connection during the resend"
+            f = dict(fields(msg))
+            seq = int(f["34"])
+            if f["35"] == "4" and int(f["36"]) > last:
+                break
+            if f.get("43") == "Y" and f["35"] not in ("4",):
+                resent[seq] = msg
+                if seq >= last:
+                    break
+        return resent
+    finally:
+        raw.close()
+
+
+def orders_round_trip(client: FixClient, n: int, prefix: str) -> None:
+    before = len(client.app_messages)
+    for i in range(n):
+        assert client.send_order(f"{prefix}{i}")
+    client.wait_for(lambda: len(client.app_messages) >= before + n, f"{n} echoes")
+
+
+def check_takeover(tmp_path: Path, valkey: ValkeyProcess, successor: GatewayProc, first: GatewayProc) -> None:
+    client = FixClient(tmp_path, first.fix_port).start()
+    try:
+        client.wait_for(lambda: client.logons == 1, "logon")
+        orders_round_trip(client, 20, "A")
+        first.kill()  # SIGKILL: no logout, no lock release
+        if not successor.alive:
+            successor.start()
+        successor.wait_active()
+        client.wait_for(lambda: client.logons == 2, "logon after takeover", timeout=30)
+        logon_seqs = [int(dict(fields(m))["34"]) for m in client.admin_in if dict(fields(m))["35"] == "A"]
+        assert logon_seqs[1] == logon_seqs[0] + 21, "the new logon continues the old numbering"
+        orders_round_trip(client, 5, "B")
+        seqs = sorted(client.app_messages)
+        assert seqs[:20] == list(range(2, 22))
+        # After the new Logon the gateway may first ask the client to fill a gap (its own
+        # in-flight message the dead gateway never saw), so only "strictly after" is fixed.
+        assert len(seqs) == 25 and all(s > logon_seqs[1] for s in seqs[20:])
+    finally:
+        client.stop()
+    state = stored_state(valkey.url).state  # the client's next number is what the gateway expects
+    resent = resend_all(first.fix_port, state.target_seq_num, state.last_sent_seq_num)
+    for seq, original in client.app_messages.items():
+        assert seq in resent, f"seq {seq} not resent"
+        assert body_without(resent[seq], VOLATILE) == body_without(original, VOLATILE)
+
+
+def test_standby_takes_over_after_sigkill_and_resends_the_originals(tmp_path: Path, valkey: ValkeyProcess) -> None:
+    port = free_port()
+    active = GatewayProc(tmp_path, valkey.url, name="a", fix_port=port).start().wait_active()
+    standby = GatewayProc(tmp_path, valkey.url, name="b", fix_port=port).start()
+    standby.wait_http()
+    assert standby.ready() == 503, "a standby is visibly not ready"
+    try:
+        check_takeover(tmp_path, valkey, standby, active)
+    finally:
+        active.kill()
+        standby.stop()
+
+
+def test_a_restarted_gateway_continues_the_sequence(tmp_path: Path, valkey: ValkeyProcess) -> None:
+    port = free_port()
+    first = GatewayProc(tmp_path, valkey.url, name="a", fix_port=port).start().wait_active()
+    restarted = GatewayProc(tmp_path, valkey.url, name="a2", fix_port=port)
+    try:
+        check_takeover(tmp_path, valkey, restarted, first)
+    finally:
+        first.kill()
+        restarted.stop()
+
+
+def test_sigterm_logs_out_and_releases_the_lock_at_once(tmp_path: Path, valkey: ValkeyProcess) -> None:
+    port = free_port()
+    active = GatewayProc(tmp_path, valkey.url, name="a", fix_port=port, lock_ttl="60s", renewal="10s").start()
+    active.wait_active()
+    standby = GatewayProc(tmp_path, valkey.url, name="b", fix_port=port, lock_ttl="60s", renewal="10s").start()
+    client = FixClient(tmp_path, port).start()
+    try:
+        client.wait_for(lambda: client.logons == 1, "logon")
+        started = time.monotonic()
+        active.signal(signal.SIGTERM)
+        assert active.wait(15) == 0
+        client.wait_for(lambda: client.logouts >= 1, "logout from the gateway")
+        assert any(dict(fields(m))["35"] == "5" for m in client.admin_in), "a Logout was sent, not just a close"
+        standby.wait_active(timeout=10)
+        assert time.monotonic() - started < 30, "took over long before the 60 s TTL"
+        assert "lock released" in active.output()
+    finally:
+        client.stop()
+        active.kill()
+        standby.stop()
+
+
+def test_redis_down_while_sending_puts_nothing_unstored_on_the_wire(tmp_path: Path) -> None:
+    with standalone(aof=True, appendfsync="always") as server:
+        port = free_port()
+        gw = GatewayProc(tmp_path, server.url, name="a", fix_port=port).start().wait_active()
+        client = FixClient(tmp_path, port).start()
+        try:
+            client.wait_for(lambda: client.logons == 1, "logon")
+            orders_round_trip(client, 10, "A")
+            server.kill()
+            for i in range(10):
+                client.send_order(f"B{i}")
+            wait_until(lambda: not gw.alive or "Redis unreachable" in gw.output(), "the gateway to notice", 20)
+            time.sleep(0.5)
+        finally:
+            client.stop()
+            gw.kill()
+        server.start()  # same port and data directory: the AOF is reloaded
+        stored = {m.seq_num: m.body for m in stored_state(server.url).messages}
+        for seq, received in client.app_messages.items():
+            assert seq in stored, f"seq {seq} reached the client but is not stored"
+            assert body_without(stored[seq], {"10", "9"}) == body_without(received, {"10", "9"})
+        assert "Redis unreachable" in gw.output(), "the log says why"
+
+
+def test_a_stalled_former_owner_cannot_write(tmp_path: Path, valkey: ValkeyProcess) -> None:
+    old = GatewayProc(tmp_path, valkey.url, name="old", fix_port=free_port()).start().wait_active()
+    client = FixClient(tmp_path, old.fix_port).start()
+    new = None
+    try:
+        client.wait_for(lambda: client.logons == 1, "logon")
+        orders_round_trip(client, 3, "A")
+        before = stored_state(valkey.url).state
+        old.signal(signal.SIGSTOP)  # a GC pause, a frozen VM: no renewals, no writes
+        new = GatewayProc(tmp_path, valkey.url, name="new", fix_port=free_port()).start().wait_active()
+        owner_after_takeover = valkey.client().get(CLIENT1.owner)
+        old.signal(signal.SIGCONT)
+        assert old.wait(15) == 3, "the former owner notices it lost the lock and exits non-zero"
+        assert "lock LOST" in old.output()
+        after = stored_state(valkey.url).state
+        assert valkey.client().get(CLIENT1.owner) == owner_after_takeover
+        assert after.last_sent_seq_num == before.last_sent_seq_num, "nothing was written by the old owner"
+    finally:
+        client.stop()
+        old.kill()
+        if new:
+            new.stop()
+
+
+def test_bad_input_is_refused_and_other_sessions_carry_on(tmp_path: Path, valkey: ValkeyProcess) -> None:
+    port = free_port()
+    gw = GatewayProc(tmp_path, valkey.url, name="a", fix_port=port).start().wait_active()
+    good = FixClient(tmp_path, port, sender="CLIENT2").start()
+    try:
+        good.wait_for(lambda: good.logons == 1, "CLIENT2 logon")
+        # garbage bytes: no session can be named, so nothing is answered and nothing breaks
+        garbage = RawFixClient(port)
+        garbage.conn.send(b"\x00\xffthis is not FIX at all\r\n" * 20)
+        with pytest.raises(TimeoutError):
+            garbage.read(timeout=2)
+        garbage.close()
+        # a FIX-framed first message that is not a Logon: disconnected
+        not_logon = RawFixClient(port)
+        not_logon.send("35=0")
+        assert not_logon.read(timeout=15) is None
+        not_logon.close()
+        # a logon for a session nobody configured
+        stranger = RawFixClient(port, sender="NOBODY")
+        stranger.send("35=A\x0198=0\x01108=30")
+        assert stranger.read(timeout=15) is None
+        stranger.close()
+        # a wrong TargetCompID
+        wrong = RawFixClient(port, target="SOMEONE_ELSE")
+        wrong.send("35=A\x0198=0\x01108=30")
+        assert wrong.read(timeout=15) is None
+        wrong.close()
+        orders_round_trip(good, 3, "G")
+        assert gw.alive
+        metrics = http_text(gw.http_port, "/metrics")
+        assert 'fixgw_session_next_sender_seq_num{session="t/fsg/CLIENT2"}' in metrics
+        assert 'fixgw_lock_held{gateway="fsg"} 1.0' in metrics
+        assert "fixgw_store_write_seconds_bucket" in metrics
+    finally:
+        good.stop()
+        gw.stop()
