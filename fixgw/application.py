@@ -20,7 +20,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import quickfix as fix
@@ -47,6 +48,25 @@ class Behaviour(Protocol):
 
 def _field(fields: Any, tag: int) -> str | None:
     return fields.getField(tag) if fields.isSetField(tag) else None
+
+
+_delivery = threading.local()
+
+
+class AlreadyDelivered(Exception):
+    """The session's inbox already holds this event: the message was sent before."""
+
+
+@contextmanager
+def delivering(inbox_id: str, order_id: str = "", order_view: str = "") -> Iterator[None]:
+    """Mark the application message sent inside this block as the delivery of one event:
+    ``toApp`` then stores it together with the inbox entry and the order's new view, or
+    vetoes it when the inbox already has it (exactly once per session, across crashes)."""
+    _delivery.current = (inbox_id, order_id, order_view)
+    try:
+        yield
+    finally:
+        _delivery.current = None
 
 
 def die(reason: str, code: int = 4) -> None:
@@ -109,7 +129,9 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
 
     def toApp(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
         try:
-            self._persist(message, sid)
+            self._persist(message, sid, getattr(_delivery, "current", None))
+        except AlreadyDelivered:
+            raise fix.DoNotSend() from None
         except StoreError as exc:
             cfg, key, _ = self._session(sid)
             log.error("%s: message not stored, so not sent; disconnecting: %s", key, exc)
@@ -127,7 +149,8 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
 
     # --- persistence ------------------------------------------------------------------
 
-    def _persist(self, message: fix.Message, sid: fix.SessionID) -> None:
+    def _persist(self, message: fix.Message, sid: fix.SessionID,
+                 delivery: tuple[str, str, str] | None = None) -> None:
         header = message.getHeader()
         cfg, key, store = self._session(sid)
         msg_type = header.getField(MSG_TYPE)
@@ -144,7 +167,11 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
                     # session period): Redis starts one too, before the Logon is stored.
                     self._reset(key, store, next_target=self._logon_target.pop(key, 1))
                 # otherwise the store refuses it (SequenceReuse): never two contents for one number
-            store.commit_outbound(key, OutboundRecord(seq, time.time_ns(), msg_type.encode(), raw))
+            record = OutboundRecord(seq, time.time_ns(), msg_type.encode(), raw)
+            if delivery is None:
+                store.commit_outbound(key, record)
+            elif not store.commit_delivery(key, record, *delivery):
+                raise AlreadyDelivered(delivery[0])
             self._last_sent[key] = max(seq, self._last_sent.get(key, 0))
         self.metrics.sender_seq.labels(str(key)).set(seq + 1)
 

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
+import os
+import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 from sessionstore.embedded import standalone
+from sessionstore.keys import GatewayKey
 from sessionstore.settings import ConfigError, read_toml
 
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "config" / "fixgw.toml"
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = ROOT / "config" / "fixgw.toml"
 
 log = logging.getLogger("fixgw")
 
@@ -31,25 +33,50 @@ def _embedded_settings(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    """The whole system on one machine: embedded Valkey, the cells, the gateway."""
+    from .config import load_gateway
+    from .gateway import Gateway
+
     config = read_toml(args.config)
     emb = _embedded_settings(config)
+    settings, store_settings, matching = load_gateway(args.config)
     data_dir = Path(args.data_dir or emb.get("data_dir", "var/valkey"))
     port = args.port if args.port is not None else int(emb.get("port", 6479))
-    server = standalone(aof=bool(emb.get("aof", True)), appendfsync=emb.get("appendfsync", "everysec"),
-                        data_dir=data_dir, port=port or None, name="fixgw")
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    aof = bool(emb.get("aof", True))
+    server = standalone(aof=aof, appendfsync=emb.get("appendfsync", "everysec"), data_dir=data_dir,
+                        port=port or None, name="fixgw")
     server.start()
+    children: list[subprocess.Popen[bytes]] = []
     try:
-        print(f"fixgw: embedded Valkey listening on {server.url} "
-              f"(AOF {'on' if emb.get('aof', True) else 'off'}, data in {data_dir})", flush=True)
-        print("fixgw: press Ctrl-C to stop", flush=True)
-        stop.wait()
-        print("fixgw: stopping", flush=True)
+        print(f"fixgw: embedded Valkey listening on {server.url} (AOF {'on' if aof else 'off'}, data in {data_dir})",
+              flush=True)
+        # Everything lives on the embedded Valkey: the session store and every partition.
+        store_settings = store_settings.model_copy(update={"url": server.url, "nodes": [], "sentinels": [],
+                                                           "sentinelGroup": None})
+        matching = matching.model_copy(update={"partition": []})
+        env = {**os.environ, "REDIS_URL": server.url, "MATCHING_PARTITION_COUNT": str(matching.partition_count),
+               "MATCHING_INSTRUMENTS": str(matching.instruments), "PYTHONPATH": str(ROOT)}
+        also = [f"--also={GatewayKey(store_settings.namespace, 'dc').inbox_stream}"] if "dc" in settings.kinds() else []
+        for p in range(matching.partition_count):
+            penv = {**env, "MATCHING_PARTITION": str(p)}
+            children.append(subprocess.Popen([sys.executable, "-m", "matching", "conductor"], env=penv))
+            children.append(subprocess.Popen([sys.executable, "-m", "matching", "outbox", *also], env=penv))
+        print(f"fixgw: {matching.partition_count} matching partitions (conductor + outbox each)", flush=True)
+        print(f"fixgw: FIX acceptor on {settings.host}:{settings.port}, TargetCompID={settings.sender_comp_id}; "
+              "sessions: " + ", ".join(f"{s.target_comp_id} ({s.begin_string}, {s.kind})" for s in settings.session),
+              flush=True)
+        print(f"fixgw: try it: .venv/bin/fixgw demo --port {settings.port}    (Ctrl-C stops everything)", flush=True)
+        return Gateway(settings, store_settings, behaviour_for(settings.mode), matching=matching).run()
     finally:
+        for child in children:
+            child.terminate()
+        for child in children:
+            try:
+                child.wait(10)
+            except subprocess.TimeoutExpired:
+                child.kill()
         server.stop()
-    return 0
+        print("fixgw: stopped", flush=True)
 
 
 def cmd_gateway(args: argparse.Namespace) -> int:
@@ -57,8 +84,14 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     from .gateway import Gateway
 
     overrides = {"mode": args.mode} if args.mode else {}
-    settings, store_settings = load_gateway(args.config, overrides)
-    return Gateway(settings, store_settings, behaviour_for(settings.mode)).run()
+    settings, store_settings, matching = load_gateway(args.config, overrides)
+    return Gateway(settings, store_settings, behaviour_for(settings.mode), matching=matching).run()
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run
+
+    return run(args.host, args.port, args.target, args.drop_copy or None)
 
 
 def behaviour_for(mode: str) -> Any:
@@ -84,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
     gw.add_argument("--config", default=str(DEFAULT_CONFIG), help="TOML configuration")
     gw.add_argument("--mode", choices=["gateway", "at"], help="override [gateway] mode (at = acceptance-test app)")
     gw.set_defaults(func=cmd_gateway)
+    demo = sub.add_parser("demo", help="trade against a running gateway and print the ExecutionReports")
+    demo.add_argument("--host", default="127.0.0.1")
+    demo.add_argument("--port", type=int, default=9878)
+    demo.add_argument("--target", default="FIXGW", help="the gateway's CompID")
+    demo.add_argument("--drop-copy", default="DROPCOPY", help="drop-copy session to watch ('' for none)")
+    demo.set_defaults(func=cmd_demo)
     return parser
 
 

@@ -13,7 +13,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sessionstore.keys import SessionKey
-from sessionstore.settings import ConfigError, SessionStoreSettings, describe, load_session_store, read_toml
+from sessionstore.settings import (
+    ConfigError,
+    Duration,
+    RedisEndpoint,
+    SessionStoreSettings,
+    describe,
+    load_session_store,
+    read_toml,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 DICTIONARIES = ROOT / "config" / "dictionaries"
@@ -54,6 +62,39 @@ class SessionConfig(BaseModel):
 
     def key(self, namespace: str) -> SessionKey:
         return SessionKey(namespace, self.kind, self.name)
+
+
+class PartitionEndpoint(RedisEndpoint):
+    """Where one matching partition's command stream lives (e.g. Sentinel group matching-pN)."""
+
+    index: int = Field(ge=0)
+
+
+class MatchingLink(BaseModel):
+    """``[matching]``: how the gateway reaches the cells and prices the instruments."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    partition_count: int = Field(2, ge=1)
+    instruments: Path = ROOT / "config" / "instruments.toml"
+    idempotency_window: Duration = "24h"  # type: ignore[assignment]
+    partition: list[PartitionEndpoint] = Field(default_factory=list)  # default: the session store's datastore
+
+    @model_validator(mode="after")
+    def _partitions(self) -> MatchingLink:
+        seen = [p.index for p in self.partition]
+        if len(set(seen)) != len(seen):
+            raise ValueError(f"[[matching.partition]] index repeats: {seen}")
+        for p in self.partition:
+            if p.index >= self.partition_count:
+                raise ValueError(f"[[matching.partition]] index {p.index} is outside 0..{self.partition_count - 1}")
+        return self
+
+    def endpoint(self, partition: int, default: RedisEndpoint) -> RedisEndpoint:
+        for p in self.partition:
+            if p.index == partition:
+                return p
+        return default
 
 
 class GatewaySettings(BaseModel):
@@ -116,13 +157,17 @@ class GatewaySettings(BaseModel):
         return "\n".join(lines)
 
 
-def load_gateway(path: str | Path, overrides: dict[str, Any] | None = None) -> tuple[GatewaySettings,
-                                                                                     SessionStoreSettings]:
-    """Both sections of the gateway's TOML file, validated."""
+def load_gateway(path: str | Path, overrides: dict[str, Any] | None = None
+                 ) -> tuple[GatewaySettings, SessionStoreSettings, MatchingLink]:
+    """The gateway's TOML file: [gateway], [session_store] and [matching], validated."""
     data = read_toml(path)
     table = {**data.get("gateway", {}), **(overrides or {})}
     try:
         gateway = GatewaySettings(**table)
     except ValidationError as exc:
         raise ConfigError(describe(exc, "gateway")) from None
-    return gateway, load_session_store(data.get("session_store", {}))
+    try:
+        matching = MatchingLink(**data.get("matching", {}))
+    except ValidationError as exc:
+        raise ConfigError(describe(exc, "matching")) from None
+    return gateway, load_session_store(data.get("session_store", {})), matching

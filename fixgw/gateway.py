@@ -24,7 +24,7 @@ from sessionstore import DispatcherLock, GatewayKey, SessionKey, SessionStore, c
 from sessionstore.settings import SessionStoreSettings
 
 from .application import Behaviour, GatewayApplication, die
-from .config import GatewaySettings
+from .config import GatewaySettings, MatchingLink
 from .filestore import fresh_directory, write_session
 from .metrics import GatewayMetrics
 
@@ -33,8 +33,10 @@ log = logging.getLogger("fixgw.gateway")
 
 class Gateway:
     def __init__(self, settings: GatewaySettings, store_settings: SessionStoreSettings,
-                 behaviour: Behaviour, on_lost: Callable[[str], None] | None = None) -> None:
+                 behaviour: Behaviour, on_lost: Callable[[str], None] | None = None,
+                 matching: MatchingLink | None = None) -> None:
         self.settings = settings
+        self.matching = matching or MatchingLink()
         self.store_settings = store_settings
         self.behaviour = behaviour
         self.metrics = GatewayMetrics()
@@ -115,10 +117,16 @@ class Gateway:
                                                    fix.FileLogFactory(str(log_dir)))
         self.acceptor.start()
         self.active.set()
+        start = getattr(self.behaviour, "start", None)
+        if start is not None:  # e.g. order entry starts its event dispatcher now
+            start(self)
         log.info("active: accepting FIX connections on %s:%d", self.settings.host, self.settings.port)
 
     def stop(self) -> None:
         """Log every session out, then give the locks up so a standby takes over at once."""
+        stop = getattr(self.behaviour, "stop", None)
+        if stop is not None:
+            stop()
         if self.acceptor is not None:
             self.active.clear()
             self.acceptor.stop()

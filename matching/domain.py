@@ -92,9 +92,11 @@ class Order:
         return price <= self.price if self.side is Side.BUY else price >= self.price
 
     def cum(self) -> dict[str, Any]:
+        """The order's state as events carry it: enough for a receiver that never saw it before."""
         return {"orderId": self.order_id, "quantity": self.quantity, "filled": self.filled,
                 "remaining": self.remaining, "filledNotional": self.filled_notional, "owner": self.owner,
-                "clientOrderId": self.client_order_id, "side": str(self.side), "account": self.account}
+                "clientOrderId": self.client_order_id, "side": str(self.side), "account": self.account,
+                "price": self.price, "type": str(self.order_type), "timeInForce": str(self.time_in_force)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,8 +263,7 @@ class Cell:
             return out
         taker = Order(o.order_id, pair_id, o.side, o.order_type, o.time_in_force, o.price, o.quantity, o.quantity,
                       self._take_priority(), o.post_only, o.account, o.owner, o.client_order_id)
-        out.emit(EventType.ORDER_ACCEPTED, {**taker.cum(), "type": str(o.order_type), "timeInForce": str(o.time_in_force),
-                                            "price": o.price, "postOnly": o.post_only})
+        out.emit(EventType.ORDER_ACCEPTED, {**taker.cum(), "postOnly": o.post_only})
         if o.time_in_force is TimeInForce.FOK and self._fillable(book, taker) < taker.quantity:
             out.emit(EventType.ORDER_CANCELED, {**taker.cum(), "reason": str(Reason.FOK_UNFILLABLE)})
             return out

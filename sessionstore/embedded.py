@@ -55,7 +55,7 @@ class ValkeyProcess:
         self.name = name
         self.sentinel = sentinel
         self._own_dir = data_dir is None
-        self.dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix=f"fixgw-{name}-"))
+        self.dir = Path(data_dir).resolve() if data_dir else Path(tempfile.mkdtemp(prefix=f"fixgw-{name}-"))
         self.dir.mkdir(parents=True, exist_ok=True)
         self.config = {
             "port": self.port,

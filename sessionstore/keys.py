@@ -109,6 +109,11 @@ class SessionKey:
         """Event ids already turned into outbound messages for this session."""
         return f"{self.tag}/inbox"
 
+    @property
+    def orders(self) -> str:
+        """The gateway's view of this session's orders (order id → last state reported)."""
+        return f"{self.tag}/orders"
+
     def clordid(self, clordid: str) -> str:
         """Idempotency window entry for one ClOrdID (seed 002)."""
         return f"{self.tag}/clordid:{clordid}"

@@ -52,6 +52,32 @@ end
 return written
 """
 
+# One event turned into one outbound message, exactly once per session.
+# KEYS: owner, state, chunk, inbox, orders. ARGV: epoch, field, record, seqNum, inbox id,
+# order id, order view ('' = none). Returns 1 stored, -1 already delivered (nothing written).
+COMMIT_DELIVERY = _FENCE + """
+if redis.call('SISMEMBER', KEYS[4], ARGV[5]) == 1 then return -1 end
+local last = 0
+local raw = redis.call('HGET', KEYS[2], 'lastSentSeqNum')
+if raw then last = struct.unpack('<I4', raw) end
+local seq = tonumber(ARGV[4])
+if seq <= last then
+  return redis.error_reply('SEQREUSE seqNum ' .. seq .. ' already sent (lastSentSeqNum ' .. last .. ')')
+end
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
+redis.call('HSET', KEYS[2], 'senderSeqNum', struct.pack('<I4', seq + 1), 'lastSentSeqNum', struct.pack('<I4', seq))
+redis.call('SADD', KEYS[4], ARGV[5])
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[5], ARGV[6], ARGV[7]) end
+return 1
+"""
+
+# The ClOrdID idempotency window (seed 002): SET NX PX, fenced like every session write.
+# KEYS: owner, clordid key. ARGV: epoch, value, window ms. Returns 1 new, 0 seen before.
+CLAIM_CLORDID = _FENCE + """
+if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then return 1 end
+return 0
+"""
+
 # KEYS: owner, state. ARGV: epoch, then field/value pairs of the state hash.
 UPDATE_STATE = _FENCE + """
 for i = 2, #ARGV, 2 do

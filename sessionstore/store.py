@@ -95,6 +95,8 @@ class SessionStore:
         self._update = client.register_script(scripts.UPDATE_STATE)
         self._reset = client.register_script(scripts.RESET_SESSION)
         self._stamp = client.register_script(scripts.STAMP_OWNER)
+        self._deliver = client.register_script(scripts.COMMIT_DELIVERY)
+        self._claim = client.register_script(scripts.CLAIM_CLORDID)
 
     # --- writes -----------------------------------------------------------------------
 
@@ -129,6 +131,40 @@ class SessionStore:
             keys.append(session.chunk_of(rec.seq_num))
             args += [encode_seq_field(rec.seq_num), rec.encode(), rec.seq_num]
         return int(self._write(lambda: self._commit(keys=keys, args=args)))
+
+    def commit_delivery(self, session: SessionKey, record: OutboundRecord, inbox_id: str, order_id: str = "",
+                        order_view: str = "") -> bool:
+        """Store the message that delivers one event, record the event in the session's inbox
+        and the order's new view, atomically. False (nothing written) if already delivered."""
+        keys = [session.owner, session.state, session.chunk_of(record.seq_num), session.inbox, session.orders]
+        args = [self.fence.epoch, encode_seq_field(record.seq_num), record.encode(), record.seq_num, inbox_id,
+                order_id, order_view]
+        return int(self._write(lambda: self._deliver(keys=keys, args=args))) == 1
+
+    def claim_clordid(self, session: SessionKey, clordid: str, value: str, window_ms: int) -> bool:
+        """Seed 002's idempotency check: True the first time a ClOrdID is seen in the window."""
+        return int(self._write(lambda: self._claim(keys=[session.owner, session.clordid(clordid)],
+                                                   args=[self.fence.epoch, value, window_ms]))) == 1
+
+    def clordid_record(self, session: SessionKey, clordid: str) -> str | None:
+        with _translated():
+            raw = self.client.get(session.clordid(clordid))
+        return raw.decode() if raw is not None else None
+
+    def forget_clordid(self, session: SessionKey, clordid: str) -> None:
+        with _translated():
+            self.client.delete(session.clordid(clordid))
+
+    def order_views(self, session: SessionKey, order_ids: list[str]) -> list[str | None]:
+        if not order_ids:
+            return []
+        with _translated():
+            raw = self.client.hmget(session.orders, order_ids)
+        return [r.decode() if r is not None else None for r in raw]
+
+    def delivered(self, session: SessionKey, inbox_id: str) -> bool:
+        with _translated():
+            return bool(self.client.sismember(session.inbox, inbox_id))
 
     def _update_state(self, session: SessionKey, fields: dict[str, int]) -> None:
         args: list[Any] = [self.fence.epoch]

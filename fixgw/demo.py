@@ -1,0 +1,158 @@
+"""``fixgw demo``: a QuickFIX initiator that trades against a running gateway and prints what it hears.
+
+CLIENT1 rests a sell, CLIENT2 buys part of it (both get fills, the drop copy gets every
+report), CLIENT1 cancels the rest, CLIENT2 rests a bid and replaces it. Every
+ExecutionReport and OrderCancelReject received is printed as a table.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import quickfix as fix
+
+COLUMNS = [("session", None), ("type", 35), ("ExecType", 150), ("OrdStatus", 39), ("ClOrdID", 11),
+           ("OrigClOrdID", 41), ("Side", 54), ("Symbol", 55), ("LastQty", 32), ("LastPx", 31), ("CumQty", 14),
+           ("LeavesQty", 151), ("AvgPx", 6), ("ExecID", 17), ("Text", 58)]
+
+
+class DemoClient(fix.Application):  # type: ignore[misc]
+    """One initiator session that records the ExecutionReports it receives."""
+
+    def __init__(self, directory: Path, host: str, port: int, sender: str, target: str,
+                 begin: str = "FIX.4.4") -> None:
+        super().__init__()
+        self.name = sender
+        self.sid = fix.SessionID(begin, sender, target)
+        self.reports: list[dict[int, str]] = []
+        self.cond = threading.Condition()
+        self.logged_on = False
+        cfg = directory / f"{sender}.cfg"
+        cfg.write_text(f"""[DEFAULT]
+ConnectionType=initiator
+SocketConnectHost={host}
+SocketConnectPort={port}
+FileStorePath={directory / sender}
+StartTime=00:00:00
+EndTime=00:00:00
+HeartBtInt=30
+ReconnectInterval=1
+ResetOnLogon=Y
+UseDataDictionary=N
+[SESSION]
+BeginString={begin}
+SenderCompID={sender}
+TargetCompID={target}
+""")
+        settings = fix.SessionSettings(str(cfg))
+        self.initiator = fix.SocketInitiator(self, fix.FileStoreFactory(settings), settings)
+
+    def onCreate(self, sid: Any) -> None:  # noqa: N802
+        return None
+
+    def onLogon(self, sid: Any) -> None:  # noqa: N802
+        with self.cond:
+            self.logged_on = True
+            self.cond.notify_all()
+
+    def onLogout(self, sid: Any) -> None:  # noqa: N802
+        return None
+
+    def toAdmin(self, m: Any, sid: Any) -> None:  # noqa: N802
+        return None
+
+    def toApp(self, m: Any, sid: Any) -> None:  # noqa: N802
+        return None
+
+    def fromAdmin(self, m: Any, sid: Any) -> None:  # noqa: N802
+        return None
+
+    def fromApp(self, m: Any, sid: Any) -> None:  # noqa: N802
+        fields = {35: m.getHeader().getField(35)}
+        for part in m.toString().split("\x01"):
+            tag, _, value = part.partition("=")
+            if tag.isdigit():
+                fields.setdefault(int(tag), value)
+        with self.cond:
+            self.reports.append(fields)
+            self.cond.notify_all()
+
+    def wait(self, condition: Any, timeout: float = 15.0) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not condition():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(left)
+        return True
+
+    def send(self, msg_type: str, fields: list[tuple[int, str]]) -> None:
+        m = fix.Message()
+        m.getHeader().setField(fix.MsgType(msg_type))
+        for tag, value in fields:
+            m.setField(fix.StringField(tag, value))
+        m.setField(fix.TransactTime())
+        fix.Session.sendToTarget(m, self.sid)
+
+    def order(self, clordid: str, side: str, qty: str, price: str, symbol: str = "ACME") -> None:
+        self.send("D", [(11, clordid), (55, symbol), (54, side), (40, "2"), (44, price), (38, qty), (59, "1"),
+                        (1, self.name)])
+
+    def cancel(self, clordid: str, orig: str, side: str, symbol: str = "ACME") -> None:
+        self.send("F", [(11, clordid), (41, orig), (55, symbol), (54, side)])
+
+    def replace(self, clordid: str, orig: str, side: str, qty: str, price: str, symbol: str = "ACME") -> None:
+        self.send("G", [(11, clordid), (41, orig), (55, symbol), (54, side), (40, "2"), (44, price), (38, qty)])
+
+
+def table(rows: list[tuple[str, dict[int, str]]]) -> str:
+    head = [name for name, _ in COLUMNS]
+    cells = [[session if tag is None else r.get(tag, "") for _, tag in COLUMNS] for session, r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *cells)]
+
+    def line(values: list[str]) -> str:
+        return "  ".join(str(v).ljust(w) for v, w in zip(values, widths)).rstrip()
+
+    return "\n".join([line(head), line(["-" * w for w in widths])] + [line(c) for c in cells])
+
+
+def run(host: str, port: int, target: str = "FIXGW", drop_copy: str | None = "DROPCOPY") -> int:
+    directory = Path(tempfile.mkdtemp(prefix="fixgw-demo-"))
+    tag = time.strftime("%H%M%S")
+    c1 = DemoClient(directory, host, port, "CLIENT1", target)
+    c2 = DemoClient(directory, host, port, "CLIENT2", target)
+    clients = [c1, c2]
+    dc = DemoClient(directory, host, port, drop_copy, target) if drop_copy else None
+    if dc:
+        clients.append(dc)
+    for c in clients:
+        c.initiator.start()
+    try:
+        for c in clients:
+            if not c.wait(lambda c=c: c.logged_on):
+                print(f"demo: {c.name} could not log on to {host}:{port} (is `fixgw up` running?)")
+                return 1
+        c1.order(f"S-{tag}", "2", "5", "10.00")
+        c1.wait(lambda: len(c1.reports) >= 1)
+        c2.order(f"B-{tag}", "1", "3", "10.00")
+        c2.wait(lambda: len(c2.reports) >= 2)
+        c1.wait(lambda: len(c1.reports) >= 2)
+        c1.cancel(f"C-{tag}", f"S-{tag}", "2")
+        c1.wait(lambda: len(c1.reports) >= 3)
+        c2.order(f"R1-{tag}", "1", "2", "9.50")
+        c2.wait(lambda: len(c2.reports) >= 3)
+        c2.replace(f"R2-{tag}", f"R1-{tag}", "1", "2", "9.75")
+        c2.wait(lambda: len(c2.reports) >= 4)
+        if dc:
+            dc.wait(lambda: len(dc.reports) >= 7, timeout=5)
+        rows = [(c.name, r) for c in clients for r in c.reports]
+        print(table(rows))
+        return 0
+    finally:
+        for c in clients:
+            c.initiator.stop()

@@ -1,0 +1,340 @@
+"""Order entry: FIX requests become matching commands; matching events become FIX messages.
+
+Inbound (QuickFIX's threads): NewOrderSingle / OrderCancelRequest / OrderCancelReplaceRequest
+are translated (``translation``), checked against the ClOrdID idempotency window (seed
+002: SET NX PX under the session's hash tag; a duplicate is refused, a duplicate marked
+PossDup/PossResend gets the current status and its command republished — the command id
+is derived from (session, ClOrdID), so republishing can never make a second order), and
+published to the owning partition's command stream. OrderStatusRequest is answered from
+the gateway's own order view. Anything the gateway refuses never reaches a cell.
+
+Outbound (the dispatcher thread): the gateway's inbox streams are read in batches of
+dispatchBatchSize; each event goes to its owning session(s) and to every drop-copy
+session (filtered by account); each message is stored with the event's inbox entry in one
+script, so every event becomes a message exactly once per session across crashes; the
+stream entry is acknowledged after. A logged-out session's messages are stored and reach
+it, as resends, after its next logon.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any
+
+import quickfix as fix
+from redis.exceptions import RedisError, ResponseError
+
+from matching.conductor import submit
+from matching.contracts import Event, encode_command, parse_command, parse_event
+from matching.instruments import InstrumentTable
+from sessionstore import GatewayKey, SessionKey, SessionStore, StoreError, connect
+from sessionstore.connection import RedisClient
+
+from . import translation as tr
+from .application import delivering
+from .config import SessionConfig
+
+log = logging.getLogger("fixgw.orders")
+
+GROUP = "fixgw-dispatcher"
+CONSUMER = "dispatcher"  # one active dispatcher per gateway (the lock holder)
+POSS_DUP, POSS_RESEND, MSG_SEQ_NUM, MSG_TYPE = 43, 97, 34, 35
+HEADER_TAGS = {8, 9, 35, 34, 49, 56, 52, 43, 97, 122, 115, 128, 116, 129, 144, 145, 50, 57, 142, 143, 10}
+
+
+def message_fields(message: fix.Message) -> dict[int, str]:
+    """Body fields as the wire text had them (no float ever touches a price)."""
+    out: dict[int, str] = {}
+    for part in message.toString().split("\x01"):
+        tag, _, value = part.partition("=")
+        if tag.isdigit() and int(tag) not in HEADER_TAGS and int(tag) not in out:
+            out[int(tag)] = value
+    return out
+
+
+def build(msg_type: str, fields: list[tuple[int, str]]) -> fix.Message:
+    m = fix.Message()
+    m.getHeader().setField(fix.MsgType(msg_type))
+    for tag, value in fields:
+        m.setField(fix.StringField(tag, value))
+    if msg_type == "8":
+        m.setField(fix.TransactTime())
+    return m
+
+
+class CommandRouter:
+    """Publishes each command to its partition's datastore (the partition map)."""
+
+    def __init__(self, clients: dict[int, RedisClient], partition_count: int) -> None:
+        self.clients = clients
+        self.partition_count = partition_count
+
+    def publish(self, raw_command: str) -> None:
+        cmd = parse_command(raw_command, self.partition_count)
+        submit(self.clients[cmd.partition], cmd, self.partition_count)
+
+
+class OrderEntryBehaviour:
+    def __init__(self) -> None:
+        self.gateway: Any = None
+        self.dispatcher: Dispatcher | None = None
+
+    # --- lifecycle (called by Gateway) ------------------------------------------------
+
+    def start(self, gateway: Any) -> None:
+        self.gateway = gateway
+        link = gateway.matching
+        self.table = InstrumentTable.load(link.instruments)
+        self.namespace = gateway.namespace
+        self.window_ms = int(link.idempotency_window * 1000)
+        clients: dict[int, RedisClient] = {}
+        for p in range(link.partition_count):
+            endpoint = link.endpoint(p, gateway.store_settings)
+            clients[p] = gateway.client if endpoint is gateway.store_settings else connect(endpoint)
+        self.router = CommandRouter(clients, link.partition_count)
+        self.dispatcher = Dispatcher(self, gateway)
+        self.dispatcher.start()
+
+    def stop(self) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.stop.set()
+            self.dispatcher.join(5)
+
+    def on_logon(self, sid: fix.SessionID, session: SessionConfig) -> None:
+        return None
+
+    def on_logout(self, sid: fix.SessionID, session: SessionConfig) -> None:
+        return None
+
+    # --- inbound ----------------------------------------------------------------------
+
+    def _store(self, cfg: SessionConfig) -> SessionStore:
+        return self.gateway.stores[cfg.kind]
+
+    def on_app_message(self, message: fix.Message, sid: fix.SessionID, cfg: SessionConfig) -> None:
+        msg_type = message.getHeader().getField(MSG_TYPE)
+        if cfg.kind != "fsg" or msg_type not in ("D", "F", "G", "H"):
+            raise fix.UnsupportedMessageType()  # → BusinessMessageReject
+        header = message.getHeader()
+        possdup = any(header.isSetField(t) and header.getField(t) == "Y" for t in (POSS_DUP, POSS_RESEND))
+        seq = header.getField(MSG_SEQ_NUM)
+        f = message_fields(message)
+        key = cfg.key(self.namespace)
+        handler = {"D": self._new_order, "F": self._cancel, "G": self._replace, "H": self._status}[msg_type]
+        handler(f, sid, cfg, key, possdup, seq)
+
+    def _reply(self, sid: fix.SessionID, msg_type: str, fields: list[tuple[int, str]]) -> None:
+        fix.Session.sendToTarget(build(msg_type, fields), sid)
+
+    def _record(self, store: SessionStore, key: SessionKey, clordid: str) -> dict[str, Any] | None:
+        raw = store.clordid_record(key, clordid)
+        return json.loads(raw) if raw else None
+
+    def _view(self, store: SessionStore, key: SessionKey, record: dict[str, Any] | None) -> tr.OrderView | None:
+        if record is None:
+            return None
+        raw = store.order_views(key, [record["orderId"]])[0]
+        if raw is not None:
+            return tr.OrderView.from_dict(json.loads(raw))
+        return tr.OrderView.from_dict(record["view"]) if record.get("view") else None
+
+    def _claim_and_publish(self, store: SessionStore, key: SessionKey, clordid: str, record: dict[str, Any],
+                           possdup: bool) -> str:
+        """'new' (published), 'duplicate' (refuse), 'resent' (republished, answer with status),
+        or 'unavailable' (fail fast: refuse)."""
+        try:
+            if not store.claim_clordid(key, clordid, json.dumps(record), self.window_ms):
+                if not possdup:
+                    return "duplicate"
+                first = self._record(store, key, clordid)
+                if first is not None and first.get("command"):
+                    self.router.publish(first["command"])  # same command id: never a second order
+                return "resent"
+            self.router.publish(record["command"])
+            return "new"
+        except (StoreError, RedisError) as exc:
+            log.error("%s: ClOrdID %s refused, store or matching unavailable: %s", key, clordid, exc)
+            try:
+                store.forget_clordid(key, clordid)
+            except StoreError:
+                pass
+            return "unavailable"
+
+    def _new_order(self, f: dict[int, str], sid: fix.SessionID, cfg: SessionConfig, key: SessionKey,
+                   possdup: bool, seq: str) -> None:
+        store = self._store(cfg)
+        session = str(key)
+        clordid = f.get(11, "")
+        try:
+            req = tr.new_order(f, self.table, session, self.router.partition_count)
+        except tr.Refusal as refusal:
+            view = tr.OrderView(tr.order_id(session, clordid), clordid, f.get(55, ""), f.get(54, "1"),
+                                f.get(40, "2"), f.get(59, "1"), f.get(38, "0"), f.get(44), f.get(1, ""))
+            self._reply(sid, "8", tr.refusal_report(view, refusal, f"R-{seq}-{clordid}", cfg.begin_string))
+            return
+        assert req.view is not None
+        record = {"orderId": req.view.order_id, "pairId": req.command.pair_id,
+                  "command": encode_command(req.command), "view": req.view.to_dict()}
+        outcome = self._claim_and_publish(store, key, clordid, record, possdup)
+        if outcome == "new":
+            return
+        if outcome == "resent":
+            view = self._view(store, key, self._record(store, key, clordid)) or req.view
+            self._reply(sid, "8", tr.status_report(view, f"S-{seq}-{clordid}", cfg.begin_string))
+            return
+        reason = "duplicate-order" if outcome == "duplicate" else "store-unavailable"
+        text = "ClOrdID already used on this session" if outcome == "duplicate" else "order store unavailable"
+        self._reply(sid, "8", tr.refusal_report(req.view, tr.Refusal(reason, text), f"R-{seq}-{clordid}",
+                                                cfg.begin_string))
+
+    def _cancel_like(self, f: dict[int, str], sid: fix.SessionID, cfg: SessionConfig, key: SessionKey,
+                     possdup: bool, replace: bool) -> None:
+        store = self._store(cfg)
+        session = str(key)
+        response_to = "2" if replace else "1"
+        clordid, orig = f.get(11, ""), f.get(41, "")
+        try:
+            original = self._record(store, key, orig) if orig else None
+            view = self._view(store, key, original)
+            pair = original["pairId"] if original else None
+            if replace:
+                req = tr.replace_order(f, view, pair, self.table, session, self.router.partition_count)
+            else:
+                req = tr.cancel_order(f, view, pair, session, self.router.partition_count)
+        except tr.Refusal as refusal:
+            self._reply(sid, "9", tr.cancel_reject(original["orderId"] if original else "NONE", clordid, orig,
+                                                   view.status if view else "8", response_to, refusal.reason,
+                                                   refusal.text, cfg.begin_string))
+            return
+        except StoreError as exc:
+            self._reply(sid, "9", tr.cancel_reject("NONE", clordid, orig, "8", response_to, "store-unavailable",
+                                                   str(exc), cfg.begin_string))
+            return
+        assert view is not None and original is not None
+        record = {"orderId": view.order_id, "pairId": pair, "command": encode_command(req.command),
+                  "view": view.to_dict()}
+        outcome = self._claim_and_publish(store, key, clordid, record, possdup)
+        if outcome in ("new", "resent"):
+            return
+        reason = "duplicate-order" if outcome == "duplicate" else "store-unavailable"
+        self._reply(sid, "9", tr.cancel_reject(view.order_id, clordid, orig, view.status, response_to, reason,
+                                               "ClOrdID already used" if outcome == "duplicate" else "",
+                                               cfg.begin_string))
+
+    def _cancel(self, f: dict[int, str], sid: fix.SessionID, cfg: SessionConfig, key: SessionKey,
+                possdup: bool, seq: str) -> None:
+        self._cancel_like(f, sid, cfg, key, possdup, replace=False)
+
+    def _replace(self, f: dict[int, str], sid: fix.SessionID, cfg: SessionConfig, key: SessionKey,
+                 possdup: bool, seq: str) -> None:
+        self._cancel_like(f, sid, cfg, key, possdup, replace=True)
+
+    def _status(self, f: dict[int, str], sid: fix.SessionID, cfg: SessionConfig, key: SessionKey,
+                possdup: bool, seq: str) -> None:
+        store = self._store(cfg)
+        clordid = f.get(11, "")
+        view = self._view(store, key, self._record(store, key, clordid))
+        if view is None:
+            unknown = tr.OrderView("NONE", clordid, f.get(55, ""), f.get(54, "1"), "2", "1", "0", None, status="8")
+            self._reply(sid, "8", tr.report(unknown, exec_id=f"S-{seq}-{clordid}", kind="status", status="8",
+                                            begin_string=cfg.begin_string, text="unknown-order"))
+            return
+        self._reply(sid, "8", tr.status_report(view, f"S-{seq}-{clordid}", cfg.begin_string))
+
+
+class Dispatcher(threading.Thread):
+    """Turns inbox events into messages for sessions; the only writer of order views."""
+
+    def __init__(self, behaviour: OrderEntryBehaviour, gateway: Any) -> None:
+        super().__init__(name="fixgw-dispatcher", daemon=True)
+        self.behaviour = behaviour
+        self.gateway = gateway
+        self.stop = threading.Event()
+        self.client: RedisClient = gateway.client
+        self.batch = gateway.store_settings.dispatchBatchSize
+        ns = gateway.namespace
+        self.streams = {GatewayKey(ns, kind).inbox_stream: kind for kind in gateway.settings.kinds()}
+        self.sessions = {str(cfg.key(ns)): cfg for cfg in gateway.settings.session}
+        self.drop_copies = [cfg for cfg in gateway.settings.session if cfg.kind == "dc"]
+        self.session_ids = {str(cfg.key(ns)): fix.SessionID(cfg.begin_string, cfg.sender_comp_id,
+                                                             cfg.target_comp_id) for cfg in gateway.settings.session}
+
+    def run(self) -> None:
+        for stream in self.streams:
+            try:
+                self.client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+        own_pending = True
+        while not self.stop.is_set():
+            try:
+                if not self.gateway.ready:
+                    self.stop.wait(0.1)
+                    continue
+                read_from = "0" if own_pending else ">"
+                reply = self.client.xreadgroup(GROUP, CONSUMER, {s: read_from for s in self.streams},
+                                               count=self.batch, block=None if own_pending else 200)
+                got = sum(len(entries) for _, entries in reply or [])
+                if own_pending and not got:
+                    own_pending = False
+                    continue
+                for stream, entries in reply or []:
+                    stream_name = stream.decode() if isinstance(stream, bytes) else stream
+                    for entry_id, fields in entries:
+                        self.dispatch(self.streams[stream_name], fields)
+                    if entries:
+                        self.client.xack(stream_name, GROUP, *[e for e, _ in entries])
+            except (RedisError, StoreError) as exc:
+                log.error("dispatcher: %s; retrying (entries stay pending)", exc)
+                own_pending = True
+                self.stop.wait(0.5)
+
+    def dispatch(self, kind: str, fields: dict[bytes, bytes] | None) -> None:
+        raw = (fields or {}).get(b"event")
+        if raw is None:
+            log.error("dispatcher: inbox entry without an event; skipped")
+            return
+        event = parse_event(raw)
+        for cfg, roles in self.targets(kind, event):
+            self.deliver(cfg, event, roles)
+
+    def targets(self, kind: str, event: Event) -> list[tuple[SessionConfig, tuple[str, ...]]]:
+        p = event.payload
+        parts = {"maker": p["maker"], "taker": p["taker"]} if "maker" in p else {"order": p}
+        if kind == "fsg":
+            by_owner: dict[str, list[str]] = {}
+            for role, state in parts.items():
+                by_owner.setdefault(state.get("owner", ""), []).append(role)
+            out = []
+            for owner, roles in by_owner.items():
+                cfg = self.sessions.get(owner)
+                if cfg is not None and cfg.kind == "fsg":
+                    out.append((cfg, tuple(roles)))
+            return out
+        out = []
+        for cfg in self.drop_copies:
+            roles = tuple(r for r, state in parts.items() if not cfg.accounts or state.get("account") in cfg.accounts)
+            if roles:
+                out.append((cfg, roles))
+        return out
+
+    def deliver(self, cfg: SessionConfig, event: Event, roles: tuple[str, ...]) -> None:
+        key = cfg.key(self.gateway.namespace)
+        store: SessionStore = self.gateway.stores[cfg.kind]
+        table = self.behaviour.table
+        p = event.payload
+        ids = [p[r]["orderId"] for r in roles] if "maker" in p else [p["orderId"]]
+        raw_views = store.order_views(key, ids)
+        views = {oid: tr.OrderView.from_dict(json.loads(v)) if v else None for oid, v in zip(ids, raw_views)}
+        for out in tr.event_messages(event, views, table, cfg.begin_string, roles):
+            view_json = json.dumps(out.view.to_dict()) if out.view is not None else ""
+            with delivering(out.inbox_id, out.order_id, view_json):
+                sent = fix.Session.sendToTarget(build(out.msg_type, out.fields), self.session_ids[str(key)])
+            # False: vetoed in toApp — either delivered before a crash (the inbox has it) or not
+            # storable now, in which case the entry stays pending and is retried.
+            if not sent and not store.delivered(key, out.inbox_id):
+                raise StoreError(f"{key}: {out.inbox_id} was not stored")
+

@@ -1,0 +1,376 @@
+"""FIX ⇄ matching translation: pure functions over plain data (no QuickFIX, no Redis).
+
+Rules of this file:
+- inbound: a FIX request (its fields as text, exactly as on the wire) becomes a matching
+  command or a ``Refusal`` with a FIX reason; prices and quantities go through the
+  instrument table as exact decimals into integer ticks and lots — never a float;
+- outbound: a matching event plus the order's last known state becomes the fields of an
+  ExecutionReport (35=8) or an OrderCancelReject (35=9) for one receiving session, and the
+  order's next state. ExecIDs derive from the event id, so they are stable across resends
+  and takeovers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field, replace
+from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Any
+
+from matching.contracts import (
+    CancelOrder,
+    Event,
+    EventType,
+    OrderPayload,
+    OrderType,
+    PlaceOrder,
+    ReplaceOrder,
+    Side,
+    TimeInForce,
+    partition_of,
+)
+from matching.instruments import InstrumentError, InstrumentTable
+
+SIDES = {"1": Side.BUY, "2": Side.SELL}
+FIX_SIDE = {Side.BUY: "1", Side.SELL: "2"}
+ORD_TYPES = {"1": OrderType.MARKET, "2": OrderType.LIMIT}
+FIX_ORD_TYPE = {OrderType.MARKET: "1", OrderType.LIMIT: "2"}
+TIFS = {"1": TimeInForce.GTC, "3": TimeInForce.IOC, "4": TimeInForce.FOK}
+FIX_TIF = {v: k for k, v in TIFS.items()}
+POST_ONLY_EXEC_INST = "6"  # ExecInst 6 = Participate don't initiate
+
+
+class Refusal(Exception):
+    """A request the gateway answers itself; the cell never sees it."""
+
+    def __init__(self, reason: str, text: str) -> None:
+        super().__init__(text)
+        self.reason = reason  # stable code: unknown-symbol, off-tick, duplicate-order, ...
+        self.text = text
+
+
+def command_id(session: str, clordid: str) -> str:
+    """Deterministic from (session, ClOrdID): a republished command is the same command."""
+    digest = hashlib.sha256(f"{session}\x00{clordid}".encode()).hexdigest()[:20]
+    return f"fix-{digest}"
+
+
+def order_id(session: str, clordid: str) -> str:
+    return f"{session}/{clordid}"
+
+
+def _need(f: dict[int, str], tag: int, name: str) -> str:
+    value = f.get(tag)
+    if value is None or value == "":
+        raise Refusal("missing-field", f"{name} ({tag}) is required")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class OrderView:
+    """The gateway's own view of one order, as its owner last saw it."""
+
+    order_id: str
+    cl_ord_id: str
+    symbol: str
+    side: str  # FIX Side
+    ord_type: str  # FIX OrdType
+    time_in_force: str
+    quantity: str  # decimal text
+    price: str | None
+    account: str = ""
+    status: str = "A"  # OrdStatus; A = pending new
+    cum_qty: str = "0"
+    leaves_qty: str = "0"
+    avg_px: str = "0"
+    orig_cl_ord_id: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> OrderView:
+        return cls(**d)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A translated inbound request plus what the gateway remembers about its ClOrdID."""
+
+    command: PlaceOrder | CancelOrder | ReplaceOrder
+    view: OrderView | None = None  # for a new order: its pending view
+
+
+def new_order(f: dict[int, str], table: InstrumentTable, session: str, partition_count: int) -> Request:
+    """NewOrderSingle (35=D) → PlaceOrder, or Refusal."""
+    clordid = _need(f, 11, "ClOrdID")
+    try:
+        inst = table.symbol(_need(f, 55, "Symbol"))
+    except InstrumentError as exc:
+        raise Refusal(exc.reason, str(exc)) from None
+    side = SIDES.get(_need(f, 54, "Side"))
+    if side is None:
+        raise Refusal("unsupported-side", f"Side {f[54]} is not supported (1 buy, 2 sell)")
+    kind = ORD_TYPES.get(_need(f, 40, "OrdType"))
+    if kind is None:
+        raise Refusal("unsupported-ord-type", f"OrdType {f[40]} is not supported (1 market, 2 limit)")
+    tif = TIFS.get(f.get(59, "1") or "1") if 59 in f else TimeInForce.GTC
+    if tif is None:
+        raise Refusal("unsupported-time-in-force", f"TimeInForce {f[59]} is not supported (1 GTC, 3 IOC, 4 FOK)")
+    post_only = POST_ONLY_EXEC_INST in f.get(18, "").split()
+    try:
+        lots = inst.quantity_to_lots(_need(f, 38, "OrderQty"))
+        if kind is OrderType.LIMIT:
+            ticks: int | None = inst.price_to_ticks(_need(f, 44, "Price"))
+        else:
+            if f.get(44):
+                raise Refusal("invalid-price", "a market order carries no Price")
+            ticks = None
+    except InstrumentError as exc:
+        raise Refusal(exc.reason, str(exc)) from None
+    if post_only and kind is OrderType.MARKET:
+        raise Refusal("unsupported-order", "post-only (ExecInst 6) needs a limit order")
+    if post_only and tif is not TimeInForce.GTC:
+        raise Refusal("unsupported-order", "post-only (ExecInst 6) needs TimeInForce GTC")
+    oid = order_id(session, clordid)
+    payload = OrderPayload(oid, side, kind, lots, ticks, tif, post_only, f.get(1, ""), session, clordid)
+    cmd = PlaceOrder(command_id(session, clordid), inst.pair_id, partition_of(inst.pair_id, partition_count), payload)
+    view = OrderView(oid, clordid, inst.symbol, f[54], f[40], FIX_TIF[tif], str(inst.lots_to_quantity(lots)),
+                     str(inst.ticks_to_price(ticks)) if ticks is not None else None, f.get(1, ""),
+                     leaves_qty=str(inst.lots_to_quantity(lots)))
+    return Request(cmd, view)
+
+
+def cancel_order(f: dict[int, str], original: OrderView | None, pair_id: int | None, session: str,
+                 partition_count: int) -> Request:
+    """OrderCancelRequest (35=F) → CancelOrder, or Refusal (unknown order)."""
+    clordid = _need(f, 11, "ClOrdID")
+    _need(f, 41, "OrigClOrdID")
+    if original is None or pair_id is None:
+        raise Refusal("unknown-order", f"no order with ClOrdID {f[41]} on this session")
+    return Request(CancelOrder(command_id(session, clordid), pair_id, partition_of(pair_id, partition_count),
+                               original.order_id, session, clordid))
+
+
+def replace_order(f: dict[int, str], original: OrderView | None, pair_id: int | None, table: InstrumentTable,
+                  session: str, partition_count: int) -> Request:
+    """OrderCancelReplaceRequest (35=G) → ReplaceOrder (limit orders only), or Refusal."""
+    clordid = _need(f, 11, "ClOrdID")
+    _need(f, 41, "OrigClOrdID")
+    if original is None or pair_id is None:
+        raise Refusal("unknown-order", f"no order with ClOrdID {f[41]} on this session")
+    inst = table.pair(pair_id)
+    assert inst is not None
+    if f.get(40, "2") != "2":
+        raise Refusal("unsupported-ord-type", "only limit orders can be replaced")
+    try:
+        lots = inst.quantity_to_lots(_need(f, 38, "OrderQty"))
+        ticks = inst.price_to_ticks(_need(f, 44, "Price"))
+    except InstrumentError as exc:
+        raise Refusal(exc.reason, str(exc)) from None
+    return Request(ReplaceOrder(command_id(session, clordid), pair_id, partition_of(pair_id, partition_count),
+                                original.order_id, lots, ticks, session, clordid))
+
+
+# --- outbound -------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Outbound:
+    """One message for one session: its type, body fields in order, and the order's new view."""
+
+    msg_type: str  # "8" or "9"
+    fields: list[tuple[int, str]]
+    view: OrderView | None
+    inbox_id: str  # what the session's inbox records: each event reaches a session once
+    order_id: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+REJECT_REASON_44 = {"unknown-symbol": "1", "duplicate-order": "6", "quantity-out-of-range": "13",
+                    "off-lot": "13", "invalid-quantity": "13", "unsupported-order": "11",
+                    "unsupported-time-in-force": "11", "unsupported-ord-type": "11", "unsupported-side": "11",
+                    "unknown-pair": "1", "price-out-of-band": "99", "off-tick": "99", "invalid-price": "99",
+                    "post-only-would-take": "99", "insufficient-liquidity": "99", "store-unavailable": "99",
+                    "missing-field": "99", "invalid-number": "99"}
+REJECT_REASON_42 = {"unknown-symbol": "1", "unknown-pair": "1", "duplicate-order": "6",
+                    "quantity-out-of-range": "3"}
+
+
+def ord_rej_reason(reason: str, begin_string: str) -> str:
+    if begin_string == "FIX.4.2":
+        return REJECT_REASON_42.get(reason, "0")
+    return REJECT_REASON_44.get(reason, "99")
+
+
+def exec_type(kind: str, begin_string: str, status: str) -> str:
+    """ExecType by version: FIX 4.4+ has Trade (F) and Order Status (I); 4.2 does not."""
+    if begin_string == "FIX.4.2":
+        return {"trade": status, "status": status}.get(kind, kind)
+    return {"trade": "F", "status": "I"}.get(kind, kind)
+
+
+def _dec(d: Decimal) -> str:
+    text = format(d.normalize(), "f")
+    return text
+
+
+def avg_px(notional_ticks_lots: int, filled_lots: int, tick: Decimal) -> Decimal:
+    """Average price = Σ(price·qty)/Σqty in price units; exact when it terminates, else to
+    eight decimal places below the tick (an average is not a tradeable price)."""
+    if not filled_lots:
+        return Decimal(0)
+    avg_ticks = Decimal(notional_ticks_lots) / Decimal(filled_lots)
+    return (avg_ticks * tick).quantize(tick / Decimal(10) ** 8, rounding=ROUND_HALF_EVEN)
+
+
+def report(view: OrderView, *, exec_id: str, kind: str, status: str, begin_string: str,
+           last: tuple[str, str] | None = None, text: str = "", rej_reason: str = "",
+           cl_ord_id: str | None = None, orig_cl_ord_id: str = "") -> list[tuple[int, str]]:
+    """The body fields of an ExecutionReport about ``view``."""
+    f: list[tuple[int, str]] = [(37, view.order_id), (11, cl_ord_id or view.cl_ord_id)]
+    if orig_cl_ord_id:
+        f.append((41, orig_cl_ord_id))
+    f.append((17, exec_id))
+    if begin_string == "FIX.4.2":
+        f.append((20, "0"))  # ExecTransType New
+    f += [(150, exec_type(kind, begin_string, status)), (39, status)]
+    if view.account:
+        f.append((1, view.account))
+    f += [(55, view.symbol), (54, view.side), (38, view.quantity), (40, view.ord_type)]
+    if view.price is not None:
+        f.append((44, view.price))
+    f.append((59, view.time_in_force))
+    if last is not None:
+        f += [(32, last[1]), (31, last[0])]
+    f += [(151, view.leaves_qty), (14, view.cum_qty), (6, view.avg_px)]
+    if rej_reason:
+        f.append((103, rej_reason))
+    if text:
+        f.append((58, text))
+    return f
+
+
+def refusal_report(view: OrderView, refusal: Refusal, exec_id: str, begin_string: str) -> list[tuple[int, str]]:
+    """ExecutionReport Rejected for a new order the gateway refused itself."""
+    rejected = replace(view, status="8", leaves_qty="0")
+    return report(rejected, exec_id=exec_id, kind="8", status="8", begin_string=begin_string,
+                  rej_reason=ord_rej_reason(refusal.reason, begin_string), text=f"{refusal.reason}: {refusal.text}")
+
+
+def cancel_reject(order_id: str, cl_ord_id: str, orig_cl_ord_id: str, status: str, response_to: str,
+                  reason: str, text: str, begin_string: str) -> list[tuple[int, str]]:
+    """OrderCancelReject (35=9). ``response_to``: 1 cancel, 2 cancel/replace."""
+    cxl_reason = "1" if reason == "unknown-order" else ("2" if begin_string == "FIX.4.2" else "99")
+    return [(37, order_id or "NONE"), (11, cl_ord_id), (41, orig_cl_ord_id), (39, status),
+            (434, response_to), (102, cxl_reason), (58, f"{reason}: {text}" if text else reason)]
+
+
+def _qty(table: InstrumentTable, pair_id: int, lots: int) -> str:
+    inst = table.pair(pair_id)
+    assert inst is not None
+    return _dec(inst.lots_to_quantity(lots))
+
+
+def _px(table: InstrumentTable, pair_id: int, ticks: int | None) -> str | None:
+    inst = table.pair(pair_id)
+    assert inst is not None
+    return None if ticks is None else _dec(inst.ticks_to_price(ticks))
+
+
+def _filled_view(view: OrderView, table: InstrumentTable, pair_id: int, state: dict[str, Any]) -> OrderView:
+    inst = table.pair(pair_id)
+    assert inst is not None
+    filled, remaining = int(state["filled"]), int(state["remaining"])
+    return replace(view, cum_qty=_qty(table, pair_id, filled), leaves_qty=_qty(table, pair_id, remaining),
+                   avg_px=_dec(avg_px(int(state["filledNotional"]), filled, inst.tick_size)),
+                   quantity=_qty(table, pair_id, int(state["quantity"])))
+
+
+def view_from_event(state: dict[str, Any], table: InstrumentTable, pair_id: int) -> OrderView:
+    """A view built from an event alone (drop copy, or an owner whose view was lost)."""
+    inst = table.pair(pair_id)
+    assert inst is not None
+    side = FIX_SIDE[Side(state["side"])]
+    price = state.get("price")
+    view = OrderView(state["orderId"], state.get("clientOrderId", ""), inst.symbol, side,
+                     FIX_ORD_TYPE[OrderType(state.get("type", "limit" if price is not None else "market"))],
+                     FIX_TIF[TimeInForce(state.get("timeInForce", "GTC"))], _qty(table, pair_id, int(state["quantity"])),
+                     _px(table, pair_id, price), state.get("account", ""))
+    return _filled_view(view, table, pair_id, state)
+
+
+def event_messages(event: Event, views: dict[str, OrderView | None], table: InstrumentTable,
+                   begin_string: str, roles: tuple[str, ...]) -> list[Outbound]:
+    """The messages one session receives for ``event``.
+
+    ``roles`` says which of the event's orders this session hears about: ``("order",)`` for
+    single-order events, ``("maker", "taker")`` subsets for deals. ``views`` holds the
+    session's last view of each order id it already knows.
+    """
+    p = event.payload
+    out: list[Outbound] = []
+    pair = event.pair_id
+    t = event.type
+
+    def view_for(state: dict[str, Any]) -> OrderView:
+        known = views.get(state["orderId"])
+        fresh = view_from_event(state, table, pair)
+        if known is None:
+            return fresh
+        return replace(known, cum_qty=fresh.cum_qty, leaves_qty=fresh.leaves_qty, avg_px=fresh.avg_px,
+                       quantity=fresh.quantity)
+
+    if t is EventType.DEAL_EXECUTED:
+        for role in roles:
+            state = p[role]
+            v = view_for(state)
+            status = "2" if int(state["remaining"]) == 0 else "1"
+            v = replace(v, status=status)
+            last = (_px(table, pair, int(p["price"])) or "0", _qty(table, pair, int(p["quantity"])))
+            exec_id = f"{event.event_id}:{role[0].upper()}"
+            out.append(Outbound("8", report(v, exec_id=exec_id, kind="trade", status=status,
+                                            begin_string=begin_string, last=last), v, exec_id, v.order_id))
+        return out
+    if t is EventType.CANCEL_REJECTED:
+        known = views.get(p["orderId"])
+        status = known.status if known else "8"
+        fields = cancel_reject(p["orderId"] if known else "NONE", p.get("clientOrderId", ""),
+                               p.get("origClientOrderId", ""), status, "1" if p.get("responseTo") == "cancel" else "2",
+                               p["reason"], "", begin_string)
+        return [Outbound("9", fields, known, f"{event.event_id}:O", p["orderId"])]
+    exec_id = f"{event.event_id}:O"
+    if t is EventType.ORDER_REJECTED and "filled" not in p:  # refused by the cell before acceptance
+        known = views.get(p["orderId"])
+        base = known or OrderView(p["orderId"], p.get("clientOrderId", ""), table.pair(pair).symbol,  # type: ignore[union-attr]
+                                  FIX_SIDE[Side(p["side"])], "2" if p.get("price") is not None else "1", "1",
+                                  _qty(table, pair, int(p["quantity"])), _px(table, pair, p.get("price")),
+                                  p.get("account", ""))
+        v = replace(base, status="8", leaves_qty="0")
+        return [Outbound("8", report(v, exec_id=exec_id, kind="8", status="8", begin_string=begin_string,
+                                     rej_reason=ord_rej_reason(p["reason"], begin_string), text=p["reason"]),
+                         v, exec_id, v.order_id)]
+    v = view_for(p)
+    if t is EventType.ORDER_ACCEPTED:
+        v = replace(v, status="0")
+        return [Outbound("8", report(v, exec_id=exec_id, kind="0", status="0", begin_string=begin_string), v,
+                         exec_id, v.order_id)]
+    if t in (EventType.ORDER_CANCELED, EventType.ORDER_REJECTED):  # rejected after acceptance = rest canceled
+        v = replace(v, status="4", leaves_qty="0")
+        cancel_clordid = p.get("cancelClientOrderId") or None
+        return [Outbound("8", report(v, exec_id=exec_id, kind="4", status="4", begin_string=begin_string,
+                                     text=p.get("reason", ""), cl_ord_id=cancel_clordid,
+                                     orig_cl_ord_id=v.cl_ord_id if cancel_clordid else ""),
+                         v, exec_id, v.order_id)]
+    if t is EventType.ORDER_REPLACED:
+        orig = p.get("origClientOrderId", "")
+        status = "1" if int(p["filled"]) else "0"
+        v = replace(v, status=status, cl_ord_id=p.get("clientOrderId", v.cl_ord_id), orig_cl_ord_id=orig,
+                    price=_px(table, pair, p.get("price")))
+        return [Outbound("8", report(v, exec_id=exec_id, kind="5", status="5" if begin_string == "FIX.4.2" else status,
+                                     begin_string=begin_string, orig_cl_ord_id=orig), v, exec_id, v.order_id)]
+    raise ValueError(f"no FIX message for event type {t}")
+
+
+def status_report(view: OrderView, exec_id: str, begin_string: str) -> list[tuple[int, str]]:
+    """ExecutionReport ExecType=I (Order Status) from the gateway's view."""
+    return report(view, exec_id=exec_id, kind="status", status=view.status, begin_string=begin_string)
