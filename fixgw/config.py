@@ -73,7 +73,7 @@ class PartitionEndpoint(RedisEndpoint):
 class MatchingLink(BaseModel):
     """``[matching]``: how the gateway reaches the cells and prices the instruments."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", validate_default=True)
 
     partition_count: int = Field(2, ge=1)
     instruments: Path = ROOT / "config" / "instruments.toml"

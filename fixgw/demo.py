@@ -24,7 +24,7 @@ class DemoClient(fix.Application):  # type: ignore[misc]
     """One initiator session that records the ExecutionReports it receives."""
 
     def __init__(self, directory: Path, host: str, port: int, sender: str, target: str,
-                 begin: str = "FIX.4.4") -> None:
+                 begin: str = "FIX.4.4", reset_on_logon: bool = True) -> None:
         super().__init__()
         self.name = sender
         self.sid = fix.SessionID(begin, sender, target)
@@ -41,7 +41,7 @@ StartTime=00:00:00
 EndTime=00:00:00
 HeartBtInt=30
 ReconnectInterval=1
-ResetOnLogon=Y
+ResetOnLogon={'Y' if reset_on_logon else 'N'}
 UseDataDictionary=N
 [SESSION]
 BeginString={begin}
@@ -91,17 +91,23 @@ TargetCompID={target}
                 self.cond.wait(left)
         return True
 
-    def send(self, msg_type: str, fields: list[tuple[int, str]]) -> None:
+    def send(self, msg_type: str, fields: list[tuple[int, str]], header: list[tuple[int, str]] | None = None) -> None:
         m = fix.Message()
         m.getHeader().setField(fix.MsgType(msg_type))
+        for tag, value in header or []:
+            m.getHeader().setField(fix.StringField(tag, value))
         for tag, value in fields:
             m.setField(fix.StringField(tag, value))
-        m.setField(fix.TransactTime())
+        if msg_type in ("D", "F", "G"):
+            m.setField(fix.TransactTime())
         fix.Session.sendToTarget(m, self.sid)
 
-    def order(self, clordid: str, side: str, qty: str, price: str, symbol: str = "ACME") -> None:
-        self.send("D", [(11, clordid), (55, symbol), (54, side), (40, "2"), (44, price), (38, qty), (59, "1"),
-                        (1, self.name)])
+    def order(self, clordid: str, side: str, qty: str, price: str | None, symbol: str = "ACME", tif: str = "1",
+              extra: list[tuple[int, str]] | None = None) -> None:
+        """A NewOrderSingle; ``price`` None makes it a market order."""
+        fields = [(11, clordid), (55, symbol), (54, side), (40, "1" if price is None else "2")]
+        fields += [] if price is None else [(44, price)]
+        self.send("D", fields + [(38, qty), (59, tif), (1, self.name)] + (extra or []))
 
     def cancel(self, clordid: str, orig: str, side: str, symbol: str = "ACME") -> None:
         self.send("F", [(11, clordid), (41, orig), (55, symbol), (54, side)])

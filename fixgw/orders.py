@@ -58,7 +58,8 @@ def build(msg_type: str, fields: list[tuple[int, str]]) -> fix.Message:
     m = fix.Message()
     m.getHeader().setField(fix.MsgType(msg_type))
     for tag, value in fields:
-        m.setField(fix.StringField(tag, value))
+        if value != "":  # an empty field is a session-level reject at the counterparty
+            m.setField(fix.StringField(tag, value))
     if msg_type == "8":
         m.setField(fix.TransactTime())
     return m

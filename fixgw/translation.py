@@ -135,9 +135,9 @@ def new_order(f: dict[int, str], table: InstrumentTable, session: str, partition
     oid = order_id(session, clordid)
     payload = OrderPayload(oid, side, kind, lots, ticks, tif, post_only, f.get(1, ""), session, clordid)
     cmd = PlaceOrder(command_id(session, clordid), inst.pair_id, partition_of(inst.pair_id, partition_count), payload)
-    view = OrderView(oid, clordid, inst.symbol, f[54], f[40], FIX_TIF[tif], str(inst.lots_to_quantity(lots)),
-                     str(inst.ticks_to_price(ticks)) if ticks is not None else None, f.get(1, ""),
-                     leaves_qty=str(inst.lots_to_quantity(lots)))
+    view = OrderView(oid, clordid, inst.symbol, f[54], f[40], FIX_TIF[tif], _dec(inst.lots_to_quantity(lots)),
+                     _dec(inst.ticks_to_price(ticks)) if ticks is not None else None, f.get(1, ""),
+                     leaves_qty=_dec(inst.lots_to_quantity(lots)))
     return Request(cmd, view)
 
 
@@ -334,9 +334,9 @@ def event_messages(event: Event, views: dict[str, OrderView | None], table: Inst
     if t is EventType.CANCEL_REJECTED:
         known = views.get(p["orderId"])
         status = known.status if known else "8"
-        fields = cancel_reject(p["orderId"] if known else "NONE", p.get("clientOrderId", ""),
-                               p.get("origClientOrderId", ""), status, "1" if p.get("responseTo") == "cancel" else "2",
-                               p["reason"], "", begin_string)
+        orig = p.get("origClientOrderId") or (known.cl_ord_id if known else "") or "NONE"
+        fields = cancel_reject(p["orderId"] if known else "NONE", p.get("clientOrderId", ""), orig, status,
+                               "1" if p.get("responseTo") == "cancel" else "2", p["reason"], "", begin_string)
         return [Outbound("9", fields, known, f"{event.event_id}:O", p["orderId"])]
     exec_id = f"{event.event_id}:O"
     if t is EventType.ORDER_REJECTED and "filled" not in p:  # refused by the cell before acceptance

@@ -1,0 +1,133 @@
+"""Order flow end to end over TCP with real QuickFIX clients, cells and gateway processes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from matching.keys import PartitionKeys
+from sessionstore.embedded import ValkeyProcess, standalone
+from tests.system_helpers import System, reports, summary, wait_reports
+
+
+@pytest.fixture(scope="module")
+def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
+    with standalone(aof=True) as server:
+        s = System(tmp_path_factory.mktemp("e2e"), server, [server, server]).start()
+        try:
+            yield s
+        finally:
+            s.stop()
+
+
+@pytest.fixture(scope="module")
+def clients(system: System):  # type: ignore[no-untyped-def]
+    return system.client("CLIENT1"), system.client("CLIENT2"), system.client("DROPCOPY")
+
+
+def commands_in_cells(system: System) -> int:
+    client = system.store.client()
+    return sum(client.xlen(PartitionKeys(p).commands) for p in (0, 1))
+
+
+def test_crossing_orders_fill_both_sides_and_the_drop_copy_sees_every_report(clients) -> None:  # type: ignore[no-untyped-def]
+    c1, c2, dc = clients
+    c1.order("x-sell", "2", "5", "10.00", symbol="T1")
+    wait_reports(c1, "x-sell", 1)
+    c2.order("x-buy", "1", "5", "10.00", symbol="T1")
+    assert summary(wait_reports(c2, "x-buy", 2)) == [("8", "0", "0"), ("8", "F", "2")]
+    sell = wait_reports(c1, "x-sell", 2)
+    assert summary(sell) == [("8", "0", "0"), ("8", "F", "2")]
+    fill = sell[1]
+    assert (fill[32], fill[31], fill[14], fill[151], fill[6]) == ("5", "10", "5", "0", "10")
+    copies = wait_reports(dc, "x-sell", 2) + wait_reports(dc, "x-buy", 2)
+    assert sorted(r[17] for r in copies) == sorted(r[17] for r in reports(c1, "x-sell") + reports(c2, "x-buy"))
+
+
+def test_partial_fills_report_cumulative_and_leaves(clients) -> None:  # type: ignore[no-untyped-def]
+    c1, c2, _ = clients
+    c1.order("p-sell", "2", "10", "20.00", symbol="T2")
+    wait_reports(c1, "p-sell", 1)
+    c2.order("p-buy1", "1", "3", "20.00", symbol="T2")
+    c2.order("p-buy2", "1", "4", "20.05", symbol="T2")
+    sell = wait_reports(c1, "p-sell", 3)
+    assert [(r[150], r[39], r[14], r[151]) for r in sell[1:]] == [("F", "1", "3", "7"), ("F", "1", "7", "3")]
+    assert wait_reports(c2, "p-buy2", 2)[1][31] == "20"  # the maker's price
+
+
+def test_ioc_rest_is_canceled_and_fok_is_all_or_nothing(clients) -> None:  # type: ignore[no-untyped-def]
+    c1, c2, _ = clients
+    c1.order("i-sell", "2", "4", "30.00", symbol="T3")
+    wait_reports(c1, "i-sell", 1)
+    c2.order("i-ioc", "1", "10", "30.00", symbol="T3", tif="3")
+    ioc = wait_reports(c2, "i-ioc", 3)
+    assert summary(ioc) == [("8", "0", "0"), ("8", "F", "1"), ("8", "4", "4")]
+    assert ioc[2][14] == "4" and "ioc-unfilled" in ioc[2][58]
+    c1.order("f-sell", "2", "4", "31.00", symbol="T3")
+    wait_reports(c1, "f-sell", 1)
+    c2.order("f-fok", "1", "10", "31.00", symbol="T3", tif="4")
+    fok = wait_reports(c2, "f-fok", 2)
+    assert summary(fok) == [("8", "0", "0"), ("8", "4", "4")] and "fok-unfillable" in fok[1][58]
+    assert len(reports(c1, "f-sell")) == 1, "the FOK touched nothing"
+
+
+def test_cancel_and_cancel_replace(clients) -> None:  # type: ignore[no-untyped-def]
+    c1, _, dc = clients
+    c1.order("c-buy", "1", "5", "40.00", symbol="T4")
+    wait_reports(c1, "c-buy", 1)
+    c1.replace("c-buy2", "c-buy", "1", "6", "40.05", symbol="T4")
+    replaced = wait_reports(c1, "c-buy2", 1)[0]
+    assert (replaced[150], replaced[41], replaced[38], replaced[44]) == ("5", "c-buy", "6", "40.05")
+    c1.cancel("c-cxl", "c-buy2", "1", symbol="T4")
+    canceled = wait_reports(c1, "c-cxl", 1)[0]
+    assert (canceled[150], canceled[39], canceled[41], canceled[151]) == ("4", "4", "c-buy2", "0")
+    c1.cancel("c-cxl2", "c-buy2", "1", symbol="T4")  # already canceled: the cell says unknown order
+    rej = wait_reports(c1, "c-cxl2", 1)[0]
+    assert (rej[35], rej[434], rej[102]) == ("9", "1", "1")
+    c1.cancel("c-cxl3", "never-sent", "1", symbol="T4")  # refused by the gateway itself
+    assert wait_reports(c1, "c-cxl3", 1)[0][35] == "9"
+    assert len(wait_reports(dc, "c-buy", 1)) >= 1
+
+
+@pytest.mark.parametrize("clordid, fields, reason, rej", [
+    ("r-tick", dict(qty="1", price="10.01"), "off-tick", "99"),
+    ("r-lot", dict(qty="1.5", price="10.00"), "off-lot", "13"),
+    ("r-range", dict(qty="5000", price="10.00"), "quantity-out-of-range", "13"),
+    ("r-zero", dict(qty="0", price="10.00"), "invalid-quantity", "13"),
+    ("r-neg", dict(qty="1", price="-5"), "invalid-price", "99"),
+    ("r-band", dict(qty="1", price="5000"), "price-out-of-band", "99"),
+    ("r-sym", dict(qty="1", price="10.00", symbol="NOPE"), "unknown-symbol", "1"),
+    ("r-tif", dict(qty="1", price="10.00", tif="0"), "unsupported-time-in-force", "11"),
+])
+def test_bad_orders_get_a_reject_and_never_reach_a_cell(system: System, clients, clordid: str, fields: dict,
+                                                        reason: str, rej: str) -> None:  # type: ignore[no-untyped-def]
+    c1, _, _ = clients
+    before = commands_in_cells(system)
+    c1.order(clordid, "1", fields["qty"], fields["price"], symbol=fields.get("symbol", "T5"), tif=fields.get("tif", "1"))
+    r = wait_reports(c1, clordid, 1)[0]
+    assert (r[150], r[39], r[103]) == ("8", "8", rej)
+    assert r[58].startswith(reason)
+    assert commands_in_cells(system) == before
+
+
+def test_duplicate_clordid_is_refused_and_a_possresend_gets_the_status(system: System, clients) -> None:  # type: ignore[no-untyped-def]
+    c1, _, _ = clients
+    c1.order("d-1", "1", "2", "50.00", symbol="T6")
+    wait_reports(c1, "d-1", 1)
+    before = commands_in_cells(system)
+    c1.order("d-1", "1", "2", "50.00", symbol="T6")
+    dup = wait_reports(c1, "d-1", 2)[1]
+    assert (dup[150], dup[39], dup[103]) == ("8", "8", "6")
+    assert commands_in_cells(system) == before, "a duplicate never reaches a cell"
+    # The same ClOrdID marked PossResend: no new order; the current status comes back.
+    c1.send("D", [(11, "d-1"), (55, "T6"), (54, "1"), (40, "2"), (44, "50.00"), (38, "2"), (59, "1")],
+            header=[(97, "Y")])
+    resent = wait_reports(c1, "d-1", 3)[2]
+    assert (resent[150], resent[39]) == ("I", "0")
+    assert len(reports(c1, "d-1")) == 3
+    status_count = 3
+    c1.send("H", [(11, "d-1"), (55, "T6"), (54, "1")])
+    status = wait_reports(c1, "d-1", status_count + 1)[-1]
+    assert (status[150], status[39], status[151]) == ("I", "0", "2")
