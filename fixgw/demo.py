@@ -7,6 +7,7 @@ ExecutionReport and OrderCancelReject received is printed as a table.
 
 from __future__ import annotations
 
+import gc
 import tempfile
 import threading
 import time
@@ -80,6 +81,14 @@ TargetCompID={target}
         with self.cond:
             self.reports.append(fields)
             self.cond.notify_all()
+
+    def close(self) -> None:
+        """Log out and destroy the initiator: QuickFIX keeps a process-wide registry of
+        sessions, and a stopped-but-alive one would swallow the next client's sends."""
+        if self.initiator is not None:
+            self.initiator.stop()
+            self.initiator = None
+            gc.collect()
 
     def wait(self, condition: Any, timeout: float = 15.0) -> bool:
         deadline = time.monotonic() + timeout
@@ -161,4 +170,4 @@ def run(host: str, port: int, target: str = "FIXGW", drop_copy: str | None = "DR
         return 0
     finally:
         for c in clients:
-            c.initiator.stop()
+            c.close()

@@ -118,10 +118,7 @@ instruments = "{self.instruments}"
 
     def stop(self) -> None:
         for c in self.clients:
-            try:
-                c.initiator.stop()
-            except Exception:
-                pass
+            c.close()
         self.clients.clear()
         self.gateway.stop()
         for cell in self.cells.values():

@@ -1,0 +1,110 @@
+"""Crashes mid-flow and separate datastores: no ExecutionReport lost or duplicated."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+from fixgw.demo import DemoClient
+from sessionstore.embedded import standalone
+from tests.system_helpers import System, reports, wait_reports
+
+
+def exec_ids(client: DemoClient) -> Counter[str]:
+    return Counter(r[17] for r in reports(client) if r[35] == "8")
+
+
+def wait_count(client: DemoClient, n: int, timeout: float = 60.0) -> None:
+    ok = client.wait(lambda: len(exec_ids(client)) >= n, timeout)
+    assert ok, f"{client.name}: {len(exec_ids(client))} of {n} reports"
+
+
+def cross(c1: DemoClient, c2: DemoClient, n: int, symbol: str, prefix: str, settle: bool = True) -> None:
+    for i in range(n):
+        c1.order(f"{prefix}s{i}", "2", "1", "10.00", symbol=symbol)
+    if settle:
+        c1.wait(lambda: len([r for r in reports(c1) if r.get(11, "").startswith(prefix)]) >= n, 30)
+    for i in range(n):
+        c2.order(f"{prefix}b{i}", "1", "1", "10.00", symbol=symbol)
+
+
+def assert_exactly_once(client: DemoClient, expected: int) -> None:
+    wait_count(client, expected)
+    time.sleep(0.5)  # anything extra would have arrived by now
+    ids = exec_ids(client)
+    assert len(ids) == expected and max(ids.values()) == 1, f"{client.name}: duplicates {ids.most_common(3)}"
+
+
+def test_sigkill_of_a_conductor_mid_flow_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    with standalone(aof=True) as server:
+        system = System(tmp_path, server, [server, server]).start()
+        try:
+            c1, c2, dc = system.client("CLIENT1"), system.client("CLIENT2"), system.client("DROPCOPY")
+            cross(c1, c2, 40, "T10", "k")  # T10 is pair 19: partition 1
+            time.sleep(0.05)
+            system.cells[("conductor", 1)].kill()
+            time.sleep(0.5)
+            system.cells[("conductor", 1)].start()  # waits out the dead one's lease, then redelivers
+            for c in (c1, c2):
+                assert_exactly_once(c, 80)  # New + Fill for each of 40 orders
+            assert_exactly_once(dc, 160)
+        finally:
+            system.stop()
+
+
+def test_sigkill_of_the_gateway_mid_flow_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    with standalone(aof=True) as server:
+        system = System(tmp_path, server, [server, server]).start()
+        try:
+            c1, c2, dc = system.client("CLIENT1"), system.client("CLIENT2"), system.client("DROPCOPY")
+            cross(c1, c2, 40, "T11", "g")
+            time.sleep(0.05)
+            logon_seq_before = max(int(r[34]) for r in reports(c1))
+            system.gateway.kill()
+            system.gateway.start().wait_active(60)  # a new process: sessions rebuilt from Redis
+            for c in (c1, c2):
+                assert_exactly_once(c, 80)
+            assert_exactly_once(dc, 160)
+            seqs = [int(r[34]) for r in reports(c1)]
+            assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), "sequence numbers only move forward"
+            assert max(seqs) > logon_seq_before
+        finally:
+            system.stop()
+
+
+def test_session_store_and_two_partitions_on_three_separate_servers(tmp_path: Path) -> None:
+    with standalone() as store, standalone() as p0, standalone() as p1:
+        system = System(tmp_path, store, [p0, p1]).start()
+        try:
+            c1, c2, dc = system.client("CLIENT1"), system.client("CLIENT2"), system.client("DROPCOPY")
+            cross(c1, c2, 3, "T1", "a")  # pair 10: partition 0
+            cross(c1, c2, 3, "T2", "b")  # pair 11: partition 1
+            for c in (c1, c2):
+                assert_exactly_once(c, 12)
+            assert_exactly_once(dc, 24)
+            assert p0.client().exists("matching:{matching-p0}:meta") and not p0.client().exists(
+                "matching:{matching-p1}:meta")
+            assert p1.client().exists("matching:{matching-p1}:meta")
+            assert store.client().exists("{e2e/fsg/CLIENT1}/state") and not p0.client().exists(
+                "{e2e/fsg/CLIENT1}/state")
+        finally:
+            system.stop()
+
+
+def test_a_logged_out_session_gets_its_reports_after_its_next_logon(tmp_path: Path) -> None:
+    with standalone() as server:
+        system = System(tmp_path, server, [server, server]).start()
+        try:
+            c1, c2 = system.client("CLIENT1"), system.client("CLIENT2")
+            c1.order("late-s", "2", "2", "10.00", symbol="T12")
+            wait_reports(c1, "late-s", 1)
+            c1.close()  # logs out
+            system.clients.remove(c1)
+            c2.order("late-b", "1", "2", "10.00", symbol="T12")
+            wait_reports(c2, "late-b", 2)
+            again = system.client("CLIENT1")  # same store directory: the session continues
+            fill = wait_reports(again, "late-s", 1)[0]
+            assert (fill[150], fill[39], fill[43]) == ("F", "2", "Y"), "delivered as a resend of the stored report"
+        finally:
+            system.stop()
