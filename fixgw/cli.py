@@ -39,7 +39,12 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     config = read_toml(args.config)
     emb = _embedded_settings(config)
-    settings, store_settings, matching = load_gateway(args.config)
+    overrides: dict[str, Any] = {}
+    if args.fix_port is not None:
+        overrides["port"] = args.fix_port
+    if args.http_port is not None:
+        overrides["http_port"] = args.http_port
+    settings, store_settings, matching = load_gateway(args.config, overrides)
     data_dir = Path(args.data_dir or emb.get("data_dir", "var/valkey"))
     port = args.port if args.port is not None else int(emb.get("port", 6479))
     aof = bool(emb.get("aof", True))
@@ -67,6 +72,8 @@ def cmd_up(args: argparse.Namespace) -> int:
               flush=True)
         print(f"fixgw: try it: .venv/bin/fixgw demo --port {settings.port}    (Ctrl-C stops everything)", flush=True)
         return Gateway(settings, store_settings, behaviour_for(settings.mode), matching=matching).run()
+    except KeyboardInterrupt:  # Ctrl-C before the gateway took over the signal: still a clean stop
+        return 0
     finally:
         for child in children:
             child.terminate()
@@ -112,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--config", default=str(DEFAULT_CONFIG), help="TOML configuration (default: config/fixgw.toml)")
     up.add_argument("--port", type=int, default=None, help="embedded Valkey port (0 = any free port)")
     up.add_argument("--data-dir", default=None, help="embedded Valkey data directory")
+    up.add_argument("--fix-port", type=int, default=None, help="override [gateway] port")
+    up.add_argument("--http-port", type=int, default=None, help="override [gateway] http_port")
     up.set_defaults(func=cmd_up)
     gw = sub.add_parser("gateway", help="run the FIX acceptor (standby until it holds the dispatcher lock)")
     gw.add_argument("--config", default=str(DEFAULT_CONFIG), help="TOML configuration")

@@ -70,19 +70,28 @@ def test_socket_timeout_and_max_attempts_bound_a_stalled_server(valkey: ValkeyPr
         valkey.resume()
 
 
-def test_fixgw_up_starts_the_embedded_valkey_and_stops_on_ctrl_c(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    proc = subprocess.Popen([sys.executable, "-m", "fixgw.cli", "up", "--port", "0", "--data-dir", str(tmp_path)],
-                            stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+def test_fixgw_up_starts_everything_and_stops_cleanly_on_ctrl_c(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from sessionstore.embedded import free_port
+
+    fix_port, http_port = free_port(), free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "fixgw.cli", "up", "--port", "0", "--data-dir", str(tmp_path / "v"),
+                             "--fix-port", str(fix_port), "--http-port", str(http_port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(__file__))})
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert "embedded Valkey listening on redis://127.0.0.1:" in line and "AOF on" in line
         url = line.split(" on ")[1].split()[0]
         assert redis.Redis.from_url(url).ping()
+        lines = [proc.stdout.readline() for _ in range(5)]
+        assert any(f"FIX acceptor on 127.0.0.1:{fix_port}" in ln and "CLIENT1" in ln for ln in lines)
+        assert any("fixgw demo" in ln for ln in lines)
+        assert any(ln.startswith("fixgw: active") for ln in lines + [proc.stdout.readline()])
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(10) == 0
+        assert proc.wait(30) == 0
         with pytest.raises(redis.ConnectionError):
             redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
-        assert (tmp_path / "appendonlydir").is_dir()
+        assert (tmp_path / "v" / "appendonlydir").is_dir()
     finally:
         proc.kill()

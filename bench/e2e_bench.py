@@ -1,0 +1,141 @@
+"""End to end: NewOrderSingle → first ExecutionReport, through gateway, Redis, cell and back.
+
+Next to it, in the same run, a raw QuickFIX acceptor that echoes each NewOrderSingle on
+QuickFIX's MemoryStore (no Redis, no matching). The client is a separate process speaking
+FIX over a socket. Two measurements each:
+- throughput: ``--orders`` sent as fast as the socket takes them, until every one has its
+  first report back;
+- latency: orders paced at ``--rate`` per second for ``--seconds``; p50/p99 of send → first report.
+
+    .venv/bin/python bench/e2e_bench.py [--orders 2000] [--rate 2000] [--seconds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sessionstore.embedded import free_port, standalone  # noqa: E402
+from tests.system_helpers import System  # noqa: E402
+from tools.fixat import Connection, complete, fix_time  # noqa: E402
+
+
+def client(port: int, orders: int, rate: float, seconds: float) -> None:
+    conn = Connection("127.0.0.1", port)
+    seq = 1
+
+    def send(body: str) -> None:
+        nonlocal seq
+        head, _, rest = body.partition("\x01")
+        conn.send(complete(f"8=FIX.4.4\x01{head}\x0134={seq}\x0149=CLIENT1\x0152={fix_time().decode()}\x01"
+                           f"56=FIXGW\x01{rest}".encode()))
+        seq += 1
+
+    def order(clordid: str) -> None:
+        # Buys far below the market on a quiet symbol: each order's first report is its New.
+        send(f"35=D\x0111={clordid}\x0155=ACME\x0154=1\x0140=2\x0144=1.00\x0138=1\x0159=1\x01"
+             f"60={fix_time().decode()}")
+
+    send("35=A\x0198=0\x01108=30\x01141=Y")
+    assert conn.read_message(10) is not None
+    tag = f"{time.time_ns() % 10**9}"
+    sent: dict[str, float] = {}
+    first: dict[str, float] = {}
+
+    def drain(until: float) -> None:
+        while time.perf_counter() < until:
+            try:
+                msg = conn.read_message(max(0.0005, until - time.perf_counter()))
+            except TimeoutError:
+                return
+            if msg is None:
+                raise SystemExit("gateway closed the connection")
+            if b"\x0135=8\x01" in msg or b"\x0135=D\x01" in msg:
+                cl = msg.split(b"\x0111=", 1)[1].split(b"\x01", 1)[0].decode()
+                first.setdefault(cl, time.perf_counter())
+
+    # throughput
+    started = time.perf_counter()
+    for i in range(orders):
+        cl = f"T{tag}-{i}"
+        sent[cl] = time.perf_counter()
+        order(cl)
+    deadline = time.perf_counter() + 120
+    while len([c for c in sent if c in first]) < orders and time.perf_counter() < deadline:
+        drain(time.perf_counter() + 0.05)
+    throughput = orders / (max(first[c] for c in sent) - started)
+    # paced latency
+    paced: list[str] = []
+    interval = 1.0 / rate
+    t0 = time.perf_counter()
+    n = int(rate * seconds)
+    for i in range(n):
+        due = t0 + i * interval
+        drain(due)
+        cl = f"L{tag}-{i}"
+        sent[cl] = time.perf_counter()
+        paced.append(cl)
+        order(cl)
+    drain(time.perf_counter() + 3)
+    lat = sorted((first[c] - sent[c]) * 1000 for c in paced if c in first)
+    print(json.dumps({"throughput": throughput, "p50_ms": statistics.median(lat),
+                      "p99_ms": lat[int(len(lat) * 0.99) - 1], "answered": len(lat), "paced": n,
+                      "achieved_rate": n / (time.perf_counter() - 3 - t0)}))
+
+
+def measure(port: int, args: argparse.Namespace) -> dict[str, float]:
+    out = subprocess.run([sys.executable, __file__, "--client", str(port), "--orders", str(args.orders),
+                          "--rate", str(args.rate), "--seconds", str(args.seconds)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--orders", type=int, default=2000)
+    ap.add_argument("--rate", type=float, default=2000)
+    ap.add_argument("--seconds", type=float, default=5)
+    ap.add_argument("--client", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.client:
+        return client(args.client, args.orders, args.rate, args.seconds)
+
+    echo_port = free_port()
+    echo = subprocess.Popen([sys.executable, str(ROOT / "bench" / "gateway_bench.py"), "--serve-memory",
+                             str(echo_port)], stdout=subprocess.PIPE, text=True)
+    assert echo.stdout is not None and echo.stdout.readline().strip() == "ready"
+    try:
+        raw = measure(echo_port, args)
+    finally:
+        echo.terminate()
+    tmp = Path(tempfile.mkdtemp(prefix="fixgw-e2e-"))
+    with standalone(aof=True, appendfsync="everysec") as server:
+        system = System(tmp, server, [server, server])
+        system.instruments.write_text((ROOT / "config" / "instruments.toml").read_text())
+        system.start()
+        try:
+            ours = measure(system.fix_port, args)
+        finally:
+            system.stop()
+    print(f"\nNewOrderSingle → first ExecutionReport; client in a separate process; "
+          f"{args.orders} orders for throughput, {args.rate:.0f}/s for {args.seconds:.0f}s for latency\n")
+    print(f"{'':44} {'orders/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'answered':>9}")
+    print(f"{'raw QuickFIX echo (MemoryStore, no matching)':44} {raw['throughput']:9.0f} {raw['p50_ms']:8.2f} "
+          f"{raw['p99_ms']:8.2f} {raw['answered']:>5}/{raw['paced']}")
+    print(f"{'fixgw: gateway + Redis + cell + outbox':44} {ours['throughput']:9.0f} {ours['p50_ms']:8.2f} "
+          f"{ours['p99_ms']:8.2f} {ours['answered']:>5}/{ours['paced']}")
+    print(f"\nthroughput ratio fixgw / raw echo = {ours['throughput'] / raw['throughput']:.2f}  (goal ≥ 0.5)")
+    print(f"paced rate achieved: {ours['achieved_rate']:.0f}/s; p99 {ours['p99_ms']:.2f} ms (goal < 5 ms at 2,000/s)")
+
+
+if __name__ == "__main__":
+    main()
