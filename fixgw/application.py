@@ -143,9 +143,15 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
         self._record_inbound(message, sid)
 
     def fromApp(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
-        self._record_inbound(message, sid)
         cfg, _, _ = self._session(sid)
-        self.behaviour.on_app_message(message, sid, cfg)
+        try:
+            self.behaviour.on_app_message(message, sid, cfg)
+        finally:
+            # Recorded only once the message is handled: a crash in between leaves the number
+            # unrecorded, so after takeover the counterparty is asked to resend it (PossDup)
+            # and handling it again is idempotent (ClOrdID window, deterministic command id).
+            # Recorded first, a crash in between would lose the message.
+            self._record_inbound(message, sid)
 
     # --- persistence ------------------------------------------------------------------
 
