@@ -23,7 +23,6 @@ from sessionstore.embedded import Cluster, SentinelGroup, ValkeyProcess
 from sessionstore.connection import connect
 from sessionstore.settings import ConfigError, RedisEndpoint
 from tests.cell_helpers import cell_client, conductor, projected, run_until_idle, stream_events, submit_all
-from tests.flows import random_flow
 from tests.test_conductor import p0_flow, reference_events
 
 KEYS = PartitionKeys(0)

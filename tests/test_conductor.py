@@ -172,7 +172,7 @@ def test_orphan_index_member_is_logged_and_skipped(valkey: ValkeyProcess, caplog
     deal = [e for e in stream_events(client) if e.type == "deal.executed.v1"][0]
     assert deal.payload["maker"]["orderId"] == "a2"
     report = reconcile(client, KEYS, 0)
-    assert report["issues"] == [f"ask:a1:missing-order"] and not report["healthy"]
+    assert report["issues"] == ["ask:a1:missing-order"] and not report["healthy"]
 
 
 def test_reconcile_reports_index_mismatch(valkey: ValkeyProcess) -> None:

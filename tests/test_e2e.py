@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from matching.keys import PartitionKeys
-from sessionstore.embedded import ValkeyProcess, standalone
+from sessionstore.embedded import standalone
 from tests.system_helpers import System, reports, summary, wait_reports
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
 
 from matching.contracts import Event, EventType, parse_event
 from matching.keys import PartitionKeys

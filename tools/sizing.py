@@ -79,7 +79,7 @@ def gb(n: int) -> str:
 
 def summary(e: Estimate, headroom_given: bool) -> str:
     lines = [
-        f"Redis memory for the FIX session store (seed 004's estimate)",
+        "Redis memory for the FIX session store (seed 004's estimate)",
         f"  {e.orders_per_day:,} orders/day × {e.messages_per_order} messages/order × {e.days} days"
         f" × {e.gateways} gateways × {e.bytes_per_message} bytes/message",
         f"  ({e.bytes_per_message} = {e.message_size}-byte message + {RECORD_HEADER_SIZE}-byte record header"
