@@ -156,3 +156,23 @@ def test_corrupt_records_are_reported_naming_key_and_field(store: SessionStore) 
     store.client.hset(session.chunk(0), encode_seq_field(2), message(9).encode())
     with pytest.raises(StoreCorruption, match=r"/store/0 field 2: record carries seqNum 9"):
         store.load(session)
+
+
+def test_an_event_becomes_a_message_once_per_session(store: SessionStore) -> None:
+    session = claimed(store)
+    assert store.commit_delivery(session, message(1), "ev1:O", "o1", '{"status":"0"}')
+    assert not store.commit_delivery(session, message(2), "ev1:O", "o1", '{"status":"2"}')  # a replay
+    assert store.delivered(session, "ev1:O")
+    assert store.load_state(session).last_sent_seq_num == 1, "the refused replay consumed no number"
+    assert store.order_views(session, ["o1", "o2"]) == ['{"status":"0"}', None]
+
+
+def test_clordid_window_remembers_the_first_use(store: SessionStore) -> None:
+    session = claimed(store)
+    assert store.claim_clordid(session, "A1", '{"orderId":"x"}', 60_000)
+    assert not store.claim_clordid(session, "A1", '{"orderId":"y"}', 60_000)
+    assert store.clordid_record(session, "A1") == '{"orderId":"x"}'
+    assert 0 < store.client.pttl(session.clordid("A1")) <= 60_000
+    stale = SessionStore(store.client, FixedEpoch(99))
+    with pytest.raises(FencedWrite):
+        stale.claim_clordid(session, "B1", "{}", 60_000)
