@@ -52,7 +52,8 @@ def build_conductor(settings: CellSettings) -> Conductor:
     table = InstrumentTable.load(settings.instruments)
     return Conductor(client, partition=partition, partition_count=settings.partition_count,
                      instruments=table.by_pair, durability=settings.durability_policy, stp_mode=settings.stp_mode,
-                     batch_size=settings.batch_size, metrics=ConductorMetrics(partition))
+                     batch_size=settings.batch_size, metrics=ConductorMetrics(partition),
+                     lease_ttl_ms=settings.lease_ttl_ms, lease_renew_s=settings.lease_ttl_ms / 3000)
 
 
 def run_conductor(settings: CellSettings) -> int:
@@ -84,7 +85,8 @@ def run_outbox(settings: CellSettings, target_url: str | None, also: list[str]) 
         return GatewayKey(namespace, gateway).inbox_stream
 
     worker = OutboxWorker(data, control, partition, RedisStreamsPublisher(target, owner_routes(inbox_of, also)),
-                          metrics=OutboxMetrics(partition))
+                          metrics=OutboxMetrics(partition), lease_ttl_ms=settings.lease_ttl_ms,
+                          lease_renew_s=settings.lease_ttl_ms / 3000)
     http = CellHttp(settings.http_port, worker.metrics.registry, lambda: worker.has_lease).start()
     print(f"matching: outbox p{partition} draining {PartitionKeys(partition).events}, "
           f"http://127.0.0.1:{http.port}/metrics", flush=True)

@@ -60,6 +60,7 @@ class CellSettings(BaseSettings):
                                                                             "durability_timeout_ms"))
     stp_mode: StpMode = Field(StpMode.CANCEL_TAKER, validation_alias=_alias("MATCHING_STP_MODE", "stp_mode"))
     batch_size: int = Field(100, ge=1, le=10000, validation_alias=_alias("MATCHING_BATCH_SIZE", "batch_size"))
+    lease_ttl_ms: int = Field(10_000, ge=300, validation_alias=_alias("MATCHING_LEASE_TTL_MS", "lease_ttl_ms"))
     http_port: int = Field(0, ge=0, validation_alias=_alias("MATCHING_HTTP_PORT", "http_port"))
     instruments: Path = Field(DEFAULT_TABLE, validation_alias=_alias("MATCHING_INSTRUMENTS", "instruments"))
     redis_url: str | None = Field(None, validation_alias=_alias("REDIS_URL", "redis_url"))

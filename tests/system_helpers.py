@@ -49,7 +49,7 @@ class CellProc:
         self.args += [f"--also={a}" for a in (also or [])]
         self.env = {**os.environ, "PYTHONPATH": str(ROOT), "REDIS_URL": url, "MATCHING_PARTITION_COUNT": "2",
                     "MATCHING_PARTITION": str(partition), "MATCHING_INSTRUMENTS": str(instruments),
-                    "MATCHING_DURABILITY": durability}
+                    "MATCHING_DURABILITY": durability, "MATCHING_LEASE_TTL_MS": "2000"}
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
 
