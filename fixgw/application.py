@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import quickfix as fix
 
-from sessionstore import OutboundRecord, SessionKey, SessionStore, StoreError
+from sessionstore import NotReplicated, OutboundRecord, SessionKey, SessionStore, StoreError
 
 from .config import SessionConfig
 from .metrics import GatewayMetrics
@@ -132,6 +132,10 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
             self._persist(message, sid, getattr(_delivery, "current", None))
         except AlreadyDelivered:
             raise fix.DoNotSend() from None
+        except NotReplicated as exc:
+            # Stored, so its number is used: sending nothing and going on would reuse it. Stop;
+            # the successor resends it from Redis when the counterparty asks.
+            self.fatal(f"{self.sessions[sid.toString()].key(self.namespace)}: {exc}")
         except StoreError as exc:
             cfg, key, _ = self._session(sid)
             log.error("%s: message not stored, so not sent; disconnecting: %s", key, exc)

@@ -48,7 +48,9 @@ class Gateway:
                                  renewal=store_settings.lockRenewalInterval, on_lost=self._lost(kind))
             for kind in settings.kinds()
         }
-        self.stores = {kind: SessionStore(self.client, lock, on_write=self.metrics.store_write.observe)
+        self.stores = {kind: SessionStore(self.client, lock, on_write=self.metrics.store_write.observe,
+                                          replica_acks=store_settings.replicaAcks,
+                                          replica_timeout_ms=int(store_settings.replicaAckTimeout * 1000))
                        for kind, lock in self.locks.items()}
         self.acceptor: Any = None
         self.application: GatewayApplication | None = None

@@ -5,7 +5,7 @@ Knows nothing of QuickFIX or matching: the gateway speaks to it in FIX terms.
 
 from .codec import OutboundRecord, SessionState, StoreCorruption
 from .connection import connect
-from .errors import FencedWrite, SequenceReuse, StoreError, StoreUnavailable
+from .errors import FencedWrite, NotReplicated, SequenceReuse, StoreError, StoreUnavailable
 from .keys import DROP_COPY, ORDER_ENTRY, GatewayKey, SessionKey
 from .lock import DispatcherLock
 from .settings import ConfigError, RedisEndpoint, SessionStoreSettings, load_session_store
@@ -13,7 +13,7 @@ from .store import FixedEpoch, LoadedSession, SessionStore
 
 __all__ = [
     "ConfigError", "DispatcherLock", "DROP_COPY", "FencedWrite", "FixedEpoch", "GatewayKey",
-    "LoadedSession", "ORDER_ENTRY", "OutboundRecord", "RedisEndpoint", "SequenceReuse",
+    "LoadedSession", "NotReplicated", "ORDER_ENTRY", "OutboundRecord", "RedisEndpoint", "SequenceReuse",
     "SessionKey", "SessionState", "SessionStore", "SessionStoreSettings", "StoreCorruption",
     "StoreError", "StoreUnavailable", "connect", "load_session_store",
 ]

@@ -17,8 +17,12 @@ class SequenceReuse(StoreError):
     """A different message was offered for a sequence number already sent."""
 
 
+class NotReplicated(StoreError):
+    """Stored on the primary but not acknowledged by enough replicas in time (replicaAcks)."""
+
+
 class StoreUnavailable(StoreError):
     """Redis could not be reached (after maxAttempts); nothing was acknowledged."""
 
 
-__all__ = ["StoreError", "FencedWrite", "SequenceReuse", "StoreUnavailable", "StoreCorruption"]
+__all__ = ["StoreError", "FencedWrite", "NotReplicated", "SequenceReuse", "StoreUnavailable", "StoreCorruption"]

@@ -147,6 +147,8 @@ class SessionStoreSettings(BaseSettings, RedisEndpoint):
     lockTtl: Duration = "30s"  # type: ignore[assignment]
     lockRenewalInterval: Duration = "10s"  # type: ignore[assignment]
     dispatchBatchSize: int = 256
+    replicaAcks: int = Field(0, ge=0)  # WAIT for this many replicas after every write (0 = primary only)
+    replicaAckTimeout: Duration = "1s"  # type: ignore[assignment]
 
     @model_validator(mode="after")
     def _store_rules(self) -> SessionStoreSettings:
@@ -155,6 +157,8 @@ class SessionStoreSettings(BaseSettings, RedisEndpoint):
                 f"lockRenewalInterval ({self.lockRenewalInterval:g}s) must be shorter than "
                 f"lockTtl ({self.lockTtl:g}s)"
             )
+        if self.replicaAcks and self.nodes:
+            raise ValueError("replicaAcks is supported with standalone and Sentinel, not yet with Cluster")
         if self.dispatchBatchSize < 1:
             raise ValueError(f"dispatchBatchSize must be at least 1, got {self.dispatchBatchSize}")
         for bad in "{}/":

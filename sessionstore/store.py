@@ -29,7 +29,7 @@ from .codec import (
     encode_state_field,
 )
 from .connection import RedisClient
-from .errors import FencedWrite, SequenceReuse, StoreError, StoreUnavailable
+from .errors import FencedWrite, NotReplicated, SequenceReuse, StoreError, StoreUnavailable
 from .keys import CHUNK_SIZE, SessionKey, chunk_index
 
 T = TypeVar("T")
@@ -87,9 +87,14 @@ class SessionStore:
     """Seed 004's storage for the sessions of one writer (one dispatcher)."""
 
     def __init__(self, client: RedisClient, fence: Fence,
-                 on_write: Callable[[float], None] | None = None) -> None:
+                 on_write: Callable[[float], None] | None = None,
+                 replica_acks: int = 0, replica_timeout_ms: int = 1000) -> None:
         self.client = client
         self.fence = fence
+        # WAIT for this many replicas after every write (same connection, same pipeline), so
+        # a write acknowledged here survives the loss of the primary (replicaAcks setting).
+        self.replica_acks = replica_acks
+        self.replica_timeout_ms = replica_timeout_ms
         self._on_write = on_write  # observes each write's latency in seconds (metrics)
         self._commit = client.register_script(scripts.COMMIT_OUTBOUND)
         self._update = client.register_script(scripts.UPDATE_STATE)
@@ -100,18 +105,29 @@ class SessionStore:
 
     # --- writes -----------------------------------------------------------------------
 
-    def _write(self, fn: Callable[[], T]) -> T:
+    def _write(self, fn: Callable[[Any], T]) -> T:
+        """Run one write (``fn`` gets the client or pipeline to send it on), fenced, and
+        replicated to ``replica_acks`` replicas when asked."""
         self.fence.check()
         started = time.perf_counter()
         with _translated():
-            result = fn()
+            if self.replica_acks:
+                pipe = self.client.pipeline(transaction=False)
+                fn(pipe)
+                pipe.execute_command("WAIT", self.replica_acks, self.replica_timeout_ms)
+                result, acked = pipe.execute()
+                if int(acked) < self.replica_acks:
+                    raise NotReplicated(f"written on the primary, but only {acked} of {self.replica_acks} "
+                                        f"replicas acknowledged within {self.replica_timeout_ms} ms")
+            else:
+                result = fn(self.client)
         if self._on_write is not None:
             self._on_write(time.perf_counter() - started)
         return result
 
     def stamp_owner(self, session: SessionKey) -> None:
         """Claim ``session`` for this writer's epoch; older epochs are refused from now on."""
-        self._write(lambda: self._stamp(keys=[session.owner], args=[self.fence.epoch]))
+        self._write(lambda c: self._stamp(client=c, keys=[session.owner], args=[self.fence.epoch]))
 
     def commit_outbound(self, session: SessionKey, record: OutboundRecord) -> bool:
         """Store one outbound message and advance senderSeqNum/lastSentSeqNum, atomically.
@@ -130,7 +146,7 @@ class SessionStore:
         for rec in records:
             keys.append(session.chunk_of(rec.seq_num))
             args += [encode_seq_field(rec.seq_num), rec.encode(), rec.seq_num]
-        return int(self._write(lambda: self._commit(keys=keys, args=args)))
+        return int(self._write(lambda c: self._commit(client=c, keys=keys, args=args)))
 
     def commit_delivery(self, session: SessionKey, record: OutboundRecord, inbox_id: str, order_id: str = "",
                         order_view: str = "") -> bool:
@@ -139,11 +155,11 @@ class SessionStore:
         keys = [session.owner, session.state, session.chunk_of(record.seq_num), session.inbox, session.orders]
         args = [self.fence.epoch, encode_seq_field(record.seq_num), record.encode(), record.seq_num, inbox_id,
                 order_id, order_view]
-        return int(self._write(lambda: self._deliver(keys=keys, args=args))) == 1
+        return int(self._write(lambda c: self._deliver(client=c, keys=keys, args=args))) == 1
 
     def claim_clordid(self, session: SessionKey, clordid: str, value: str, window_ms: int) -> bool:
         """Seed 002's idempotency check: True the first time a ClOrdID is seen in the window."""
-        return int(self._write(lambda: self._claim(keys=[session.owner, session.clordid(clordid)],
+        return int(self._write(lambda c: self._claim(client=c, keys=[session.owner, session.clordid(clordid)],
                                                    args=[self.fence.epoch, value, window_ms]))) == 1
 
     def clordid_record(self, session: SessionKey, clordid: str) -> str | None:
@@ -170,7 +186,7 @@ class SessionStore:
         args: list[Any] = [self.fence.epoch]
         for name, value in fields.items():
             args += [name, encode_state_field(name, value)]
-        self._write(lambda: self._update(keys=[session.owner, session.state], args=args))
+        self._write(lambda c: self._update(client=c, keys=[session.owner, session.state], args=args))
 
     def set_next_target_seq_num(self, session: SessionKey, seq_num: int) -> None:
         """The next sequence number expected from the counterparty."""
@@ -197,7 +213,7 @@ class SessionStore:
             last_chunk = chunk_index(top)
             keys = [session.owner, session.state] + [session.chunk(i) for i in range(last_chunk + 1)]
             try:
-                return int(self._write(lambda: self._reset(keys=keys, args=[self.fence.epoch, start, last_chunk, target])))
+                return int(self._write(lambda c: self._reset(client=c, keys=keys, args=[self.fence.epoch, start, last_chunk, target])))
             except StoreError as exc:
                 if not str(exc).startswith("RETRY"):
                     raise

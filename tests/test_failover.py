@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sessionstore import FixedEpoch, OutboundRecord, SessionKey, SessionStore, connect
 from sessionstore.embedded import SentinelGroup
 from sessionstore.settings import RedisEndpoint
@@ -26,3 +28,29 @@ def test_store_reconnects_to_the_promoted_replica_after_the_primary_dies() -> No
         loaded = store.load(session)
         assert [m.seq_num for m in loaded.messages] == list(range(1, 101))
         assert promoted.client().hlen(session.chunk(0)) == 100
+
+
+def test_with_replica_acks_every_acknowledged_commit_survives_the_loss_of_the_primary() -> None:
+    with SentinelGroup("acks") as group:  # no AOF, no helper WAIT: only replicaAcks protects
+        endpoint = RedisEndpoint(sentinels=group.sentinel_addresses, sentinelGroup=group.group,
+                                 maxAttempts=20, socketTimeout="1s", connectionTimeout="500ms")
+        store = SessionStore(connect(endpoint), FixedEpoch(1), replica_acks=1, replica_timeout_ms=1000)
+        session = SessionKey("fo", "fsg", "ACKED")
+        store.stamp_owner(session)
+        for seq in range(1, 201):
+            store.commit_outbound(session, OutboundRecord(seq, seq, b"8", b"y" * 200))
+        group.kill_primary_and_wait_failover()  # right after the last acknowledged commit
+        assert store.load_state(session).last_sent_seq_num == 200
+        assert len(store.load(session).messages) == 200
+
+
+def test_replica_acks_that_cannot_be_met_are_an_error_not_a_silent_success() -> None:
+    from sessionstore import NotReplicated
+    from sessionstore.embedded import standalone
+
+    with standalone() as server:  # no replica at all
+        store = SessionStore(connect(RedisEndpoint(url=server.url)), FixedEpoch(1), replica_acks=1,
+                             replica_timeout_ms=100)
+        session = SessionKey("fo", "fsg", "LONELY")
+        with pytest.raises(NotReplicated, match="only 0 of 1 replicas"):
+            store.stamp_owner(session)

@@ -82,3 +82,10 @@ def test_password_comes_from_env_or_secret_file(tmp_path: Path, monkeypatch: pyt
 
 def test_duration_units() -> None:
     assert [parse_duration(v) for v in ("500ms", "2s", "1m", "1h")] == [0.5, 2.0, 60.0, 3600.0]
+
+
+def test_replica_acks_are_refused_with_cluster_until_supported() -> None:
+    with pytest.raises(ConfigError, match="replicaAcks is supported with standalone and Sentinel"):
+        load_session_store({"nodes": ["h:1"], "replicaAcks": 1})
+    assert load_session_store({"url": "redis://h:1", "replicaAcks": 1, "replicaAckTimeout": "250ms"}
+                              ).replicaAckTimeout == 0.25
