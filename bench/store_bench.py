@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sessionstore import FixedEpoch, OutboundRecord, SessionKey, SessionStore, connect  # noqa: E402
-from sessionstore.embedded import standalone  # noqa: E402
+from sessionstore.embedded import _wait, standalone  # noqa: E402
 from sessionstore.settings import RedisEndpoint  # noqa: E402
 
 BODY = b"8=FIX.4.4\x019=700\x0135=8\x01" + b"58=" + b"x" * 700 + b"\x0110=123\x01"
@@ -77,6 +77,20 @@ def main() -> None:
             rows.append((f"redis appendfsync={fsync}, one commit per message", run_single(store, s1, records(n))))
             rows.append((f"redis appendfsync={fsync}, {args.batch} per commit",
                          run_batched(store, s2, records(n), args.batch)))
+
+    with standalone(aof=True, appendfsync="everysec") as primary:
+        replica = standalone(aof=True, appendfsync="everysec", replicaof=f"127.0.0.1 {primary.port}").start()
+        try:
+            _wait(lambda: replica.client().info("replication").get("master_link_status") == "up", "replica")
+            store = SessionStore(connect(RedisEndpoint(url=primary.url)), FixedEpoch(1), replica_acks=1)
+            s1, s2 = SessionKey("b", "fsg", "ACK1"), SessionKey("b", "fsg", "ACKN")
+            store.stamp_owner(s1)
+            store.stamp_owner(s2)
+            rows.append(("redis everysec + replicaAcks=1, one per message", run_single(store, s1, records(n))))
+            rows.append((f"redis everysec + replicaAcks=1, {args.batch} per commit",
+                         run_batched(store, s2, records(n), args.batch)))
+        finally:
+            replica.stop()
 
     print(f"{n} outbound messages of {len(BODY[:726])} bytes, one connection\n")
     print(f"{'store':52} {'µs/msg':>8} {'msg/s':>10} {'added µs':>9} {'vs seed 27µs':>12}")
