@@ -26,19 +26,12 @@ sys.path.insert(0, str(ROOT))
 
 from sessionstore.embedded import free_port, standalone  # noqa: E402
 from tests.system_helpers import System  # noqa: E402
-from tools.fixat import Connection, complete, fix_time  # noqa: E402
+from tools.fixat import RawSession, fix_time  # noqa: E402
 
 
 def client(port: int, orders: int, rate: float, seconds: float) -> None:
-    conn = Connection("127.0.0.1", port)
-    seq = 1
-
-    def send(body: str) -> None:
-        nonlocal seq
-        head, _, rest = body.partition("\x01")
-        conn.send(complete(f"8=FIX.4.4\x01{head}\x0134={seq}\x0149=CLIENT1\x0152={fix_time().decode()}\x01"
-                           f"56=FIXGW\x01{rest}".encode()))
-        seq += 1
+    session = RawSession(port)
+    send, conn = session.send, session.conn
 
     def order(clordid: str) -> None:
         # Buys far below the market on a quiet symbol: each order's first report is its New.

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from sessionstore.embedded import free_port, standalone  # noqa: E402
 from tests.gateway_helpers import GatewayProc, wait_until  # noqa: E402
-from tools.fixat import Connection, complete, fix_time  # noqa: E402
+from tools.fixat import RawSession, fix_time  # noqa: E402
 
 
 def serve_memory(port: int) -> None:
@@ -60,15 +60,8 @@ def serve_memory(port: int) -> None:
 
 def client(port: int, orders: int) -> None:
     """Logon, send every order, read every echo; print the rate of echoes (outbound messages)."""
-    conn = Connection("127.0.0.1", port)
-    seq = 1
-
-    def send(body: str) -> None:
-        nonlocal seq
-        conn.send(complete(f"8=FIX.4.4\x01{body.split(chr(1))[0]}\x0134={seq}\x0149=CLIENT1\x0152="
-                           f"{fix_time().decode()}\x0156=FIXGW\x01{chr(1).join(body.split(chr(1))[1:])}".encode()))
-        seq += 1
-
+    session = RawSession(port)
+    send, conn = session.send, session.conn
     send("35=A\x0198=0\x01108=30\x01141=Y")
     assert conn.read_message(10) is not None
     started = time.perf_counter()
@@ -102,18 +95,17 @@ def takeover_seconds(tmp: Path, url: str, ttl: str, renewal: str) -> float:
 
         def logon_works() -> bool:
             try:
-                conn = Connection("127.0.0.1", port)
+                session = RawSession(port)
             except OSError:
                 return False
             try:
-                conn.send(complete(f"8=FIX.4.4\x0135=A\x0134=1\x0149=CLIENT1\x0152={fix_time().decode()}\x01"
-                                   "56=FIXGW\x0198=0\x01108=30\x01141=Y\x01".encode()))
-                reply = conn.read_message(5)
+                session.send("35=A\x0198=0\x01108=30\x01141=Y")
+                reply = session.read(5)
                 return reply is not None and b"\x0135=A\x01" in reply
             except (OSError, TimeoutError):
                 return False
             finally:
-                conn.close()
+                session.close()
 
         wait_until(logon_works, "a logon on the standby", 120, every=0.02)
         return time.perf_counter() - killed

@@ -13,7 +13,7 @@ Rules of this file:
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
@@ -183,7 +183,6 @@ class Outbound:
     view: OrderView | None
     inbox_id: str  # what the session's inbox records: each event reaches a session once
     order_id: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 REJECT_REASON_44 = {"unknown-symbol": "1", "duplicate-order": "6", "quantity-out-of-range": "13",

@@ -12,6 +12,7 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 
 from sessionstore.connection import connect
 from sessionstore.keys import GatewayKey
@@ -34,6 +35,17 @@ def _stop_on_signals() -> threading.Event:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     return stop
+
+
+def _serve(http: CellHttp, what: str, run: Callable[[threading.Event], None]) -> int:
+    """Say what runs and where its endpoints are, then run until SIGTERM/SIGINT."""
+    print(f"matching: {what}, http://127.0.0.1:{http.port}/metrics", flush=True)
+    stop = _stop_on_signals()
+    try:
+        run(stop)
+    finally:
+        http.stop()
+    return 0
 
 
 def _partition(settings: CellSettings) -> int:
@@ -62,14 +74,8 @@ def run_conductor(settings: CellSettings) -> int:
     control = connect(settings.endpoint(), client_name=f"conductor-p{conductor.partition}-http")
     http = CellHttp(settings.http_port, conductor.metrics.registry, lambda: conductor.has_lease,
                     lambda pair: reconcile(control, conductor.keys, pair)).start()
-    print(f"matching: conductor p{conductor.partition} of {settings.partition_count} "
-          f"({settings.durability}), http://127.0.0.1:{http.port}/metrics", flush=True)
-    stop = _stop_on_signals()
-    try:
-        conductor.run(stop)
-    finally:
-        http.stop()
-    return 0
+    return _serve(http, f"conductor p{conductor.partition} of {settings.partition_count} ({settings.durability})",
+                  conductor.run)
 
 
 def run_outbox(settings: CellSettings, target_url: str | None, also: list[str]) -> int:
@@ -88,14 +94,7 @@ def run_outbox(settings: CellSettings, target_url: str | None, also: list[str]) 
                           metrics=OutboxMetrics(partition), lease_ttl_ms=settings.lease_ttl_ms,
                           lease_renew_s=settings.lease_ttl_ms / 3000)
     http = CellHttp(settings.http_port, worker.metrics.registry, lambda: worker.has_lease).start()
-    print(f"matching: outbox p{partition} draining {PartitionKeys(partition).events}, "
-          f"http://127.0.0.1:{http.port}/metrics", flush=True)
-    stop = _stop_on_signals()
-    try:
-        worker.run(stop)
-    finally:
-        http.stop()
-    return 0
+    return _serve(http, f"outbox p{partition} draining {PartitionKeys(partition).events}", worker.run)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from redis.exceptions import RedisError, ResponseError
 
 from sessionstore.connection import RedisClient
+from sessionstore.scripts import RELEASE_LOCK, RENEW_LOCK  # a lease is a lock: same scripts
 
 from .config import Durability
 from .contracts import (
@@ -41,8 +42,6 @@ from .instruments import Instrument
 from .keys import PartitionKeys
 from .metrics import ConductorMetrics
 from .storage import (
-    RELEASE_LEASE,
-    RENEW_LEASE,
     FencedOut,
     StagedCommand,
     StreamClock,
@@ -124,8 +123,8 @@ class Conductor:
         self.clock = StreamClock()
         self._lease_until = 0.0
         self._renewed_at = 0.0
-        self._renew = client.register_script(RENEW_LEASE)
-        self._release = client.register_script(RELEASE_LEASE)
+        self._renew = client.register_script(RENEW_LOCK)
+        self._release = client.register_script(RELEASE_LOCK)
 
     # --- boot and lease ---------------------------------------------------------------
 

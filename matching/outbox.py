@@ -32,11 +32,11 @@ from typing import Protocol
 from redis.exceptions import RedisError, ResponseError
 
 from sessionstore.connection import RedisClient
+from sessionstore.scripts import RELEASE_LOCK, RENEW_LOCK  # a lease is a lock: same scripts
 
 from .contracts import ContractError, Event, parse_event
 from .keys import PartitionKeys
 from .metrics import OutboxMetrics
-from .storage import RELEASE_LEASE, RENEW_LEASE
 
 log = logging.getLogger("matching.outbox")
 
@@ -133,8 +133,8 @@ class OutboxWorker:
         self.read_count = read_count
         self._lease_until = 0.0
         self._renewer: threading.Timer | None = None
-        self._renew = control.register_script(RENEW_LEASE)
-        self._release = control.register_script(RELEASE_LEASE)
+        self._renew = control.register_script(RENEW_LOCK)
+        self._release = control.register_script(RELEASE_LOCK)
         self.retry_at = 0.0  # monotonic time before which a failed batch is not retried
         self._attempt = 0
         self._next_claim = 0.0  # XAUTOCLAIM at most once a second: idle entries age in tens of seconds

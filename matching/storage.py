@@ -29,17 +29,6 @@ log = logging.getLogger("matching.storage")
 
 RECONCILE_LIMIT = 10_000  # members per side scanned by /reconcile (seed 000)
 
-# Compare-and-expire / compare-and-delete for the conductor and outbox leases.
-RENEW_LEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
-"""
-RELEASE_LEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
-
 def encode_order(o: Order) -> dict[str, str]:
     return {
         "id": o.order_id, "pairId": str(o.pair_id), "side": str(o.side), "type": str(o.order_type),

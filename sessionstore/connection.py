@@ -101,9 +101,10 @@ def connect(endpoint: RedisEndpoint, *, client_name: str | None = None) -> Redis
         )
     assert endpoint.url is not None
     conn_kwargs = redis.ConnectionPool.from_url(endpoint.url).connection_kwargs
+    url_password = conn_kwargs.get("password")
     conn_kwargs.update(common, retry=_retry(endpoint))
     if password is None:
-        conn_kwargs["password"] = redis.ConnectionPool.from_url(endpoint.url).connection_kwargs.get("password")
+        conn_kwargs["password"] = url_password
     pool = IdleBoundedPool(
         max_idle=endpoint.pool.maxIdle,
         max_connections=endpoint.pool.maxTotal,

@@ -130,3 +130,28 @@ def test_duplicate_clordid_is_refused_and_a_possresend_gets_the_status(system: S
     c1.send("H", [(11, "d-1"), (55, "T6"), (54, "1")])
     status = wait_reports(c1, "d-1", status_count + 1)[-1]
     assert (status[150], status[39], status[151]) == ("I", "0", "2")
+
+
+def test_a_bad_replace_gets_a_cancel_reject_and_changes_nothing(system: System, clients) -> None:  # type: ignore[no-untyped-def]
+    c1, _, _ = clients
+    c1.order("rr-1", "1", "5", "60.00", symbol="T7")
+    wait_reports(c1, "rr-1", 1)
+    before = commands_in_cells(system)
+    c1.replace("rr-2", "rr-1", "1", "5", "60.01", symbol="T7")  # off-tick
+    rej = wait_reports(c1, "rr-2", 1)[0]
+    assert (rej[35], rej[434], rej[39], rej[41]) == ("9", "2", "0", "rr-1") and rej[58].startswith("off-tick")
+    c1.replace("rr-3", "nobody", "1", "5", "60.00", symbol="T7")  # unknown order
+    unknown = wait_reports(c1, "rr-3", 1)[0]
+    assert (unknown[35], unknown[102], unknown[37]) == ("9", "1", "NONE")
+    assert commands_in_cells(system) == before, "refused by the gateway, never sent to a cell"
+    c1.send("H", [(11, "rr-1"), (55, "T7"), (54, "1")])  # the order is untouched
+    assert c1.wait(lambda: any(r.get(150) == "I" for r in reports(c1, "rr-1")), 20)
+    status = [r for r in reports(c1, "rr-1") if r.get(150) == "I"][0]
+    assert (status[39], status[44], status[38], status[151]) == ("0", "60", "5", "5")
+
+
+def test_status_of_an_unknown_order_says_so(clients) -> None:  # type: ignore[no-untyped-def]
+    c1, _, _ = clients
+    c1.send("H", [(11, "never-sent-h"), (55, "T7"), (54, "1")])
+    r = wait_reports(c1, "never-sent-h", 1)[0]
+    assert (r[150], r[39], r[37], r[58]) == ("I", "8", "NONE", "unknown-order")

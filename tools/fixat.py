@@ -146,6 +146,32 @@ class Connection:
             pass
 
 
+def frame(body: str, seq: int, sender: str, target: str, begin: str = "FIX.4.4") -> bytes:
+    """A complete message from ``35=X|…`` body text: header, BodyLength, SendingTime, CheckSum."""
+    msg_type, _, rest = body.partition("\x01")
+    return complete(f"8={begin}\x01{msg_type}\x0134={seq}\x0149={sender}\x0152={fix_time().decode()}\x01"
+                    f"56={target}\x01{rest}".encode())
+
+
+class RawSession:
+    """A hand-driven FIX session over a socket (tests and benchmarks): no engine in between."""
+
+    def __init__(self, port: int, sender: str = "CLIENT1", target: str = "FIXGW", seq: int = 1,
+                 host: str = "127.0.0.1") -> None:
+        self.conn = Connection(host, port)
+        self.sender, self.target, self.seq = sender, target, seq
+
+    def send(self, body: str) -> None:
+        self.conn.send(frame(body, self.seq, self.sender, self.target))
+        self.seq += 1
+
+    def read(self, timeout: float = 10.0) -> bytes | None:
+        return self.conn.read_message(timeout)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 def compare(expected: bytes, received: bytes, formats: dict[bytes, re.Pattern[bytes]]) -> str | None:
     exp = [f.partition(b"=") for f in expected.split(SOH) if f]
     got = [f.partition(b"=") for f in received.split(SOH) if f]
