@@ -12,6 +12,12 @@ Failure policy (fail fast): an application message that cannot be stored is veto
 DoNotSend and its session disconnected; an admin message or an inbound sequence number
 that cannot be stored ends the process (the bindings cannot recover in-process; a standby
 takes over). Nothing leaves unpersisted.
+
+Input policy: no callback ever raises into the bindings except QuickFIX's own exceptions
+(an unexpected Python exception there hangs the session thread for good). A request the
+behaviour fails on gets a BusinessMessageReject with the reason; a Logon with an invalid
+HeartBtInt (or anything ``inputs.logon_problem`` names) gets a Logout with the reason, and a
+refused Logon leaves the stored session as it was (``_refused_logon_cleanup``).
 """
 
 from __future__ import annotations
@@ -27,13 +33,19 @@ from typing import Any, Protocol
 import quickfix as fix
 
 from sessionstore import NotReplicated, OutboundRecord, SessionKey, SessionStore, StoreError
+from sessionstore.codec import StoreCorruption
 
 from .config import SessionConfig
+from .fixmsg import business_reject, wire_bytes
+from .inputs import MAX_SEQ_NUM, logon_problem
 from .metrics import GatewayMetrics
 
 log = logging.getLogger("fixgw.session")
 
 POSS_DUP, MSG_SEQ_NUM, MSG_TYPE, RESET_SEQ_NUM_FLAG, NEW_SEQ_NO = 43, 34, 35, 141, 36
+# What QuickFIX understands when a callback raises it (DoNotSend, RejectLogon, the
+# session-level rejects); anything else raised into the bindings hangs the session.
+QUICKFIX_SIGNAL = fix.FIXException
 
 
 class Behaviour(Protocol):
@@ -77,10 +89,33 @@ def die(reason: str, code: int = 4) -> None:
     os._exit(code)
 
 
+class CallbackWatch:
+    """Which QuickFIX callbacks are running, since when: a callback stuck for longer than
+    the stall limit means a session thread no longer serves its session (``/ready``)."""
+
+    def __init__(self) -> None:
+        self._running: dict[int, tuple[float, str]] = {}
+
+    @contextmanager
+    def running(self, what: str) -> Iterator[None]:
+        me = threading.get_ident()
+        self._running[me] = (time.monotonic(), what)
+        try:
+            yield
+        finally:
+            self._running.pop(me, None)
+
+    def stalled(self, limit_s: float) -> list[str]:
+        now = time.monotonic()
+        return [f"{what} for {now - since:.1f}s" for since, what in list(self._running.values())
+                if now - since > limit_s]
+
+
 class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG director base
     def __init__(self, sessions: dict[str, SessionConfig], stores: dict[str, SessionStore], namespace: str,
                  behaviour: Behaviour, metrics: GatewayMetrics,
-                 last_sent: dict[SessionKey, int], fatal: Callable[[str], None] = die) -> None:
+                 last_sent: dict[SessionKey, int], fatal: Callable[[str], None] = die,
+                 restore_local_copy: Callable[[SessionConfig], None] = lambda cfg: None) -> None:
         super().__init__()
         self.sessions = sessions  # by QuickFIX SessionID text
         self.stores = stores  # by kind (fsg / dc): each is fenced by its own gateway lock
@@ -88,9 +123,15 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
         self.behaviour = behaviour
         self.metrics = metrics
         self.fatal = fatal
+        self.restore_local_copy = restore_local_copy  # rewrite a session's FileStore from Redis
+        self.watch = CallbackWatch()
         self._last_sent = dict(last_sent)  # our view of lastSentSeqNum per session, to spot resets
         self._logon_target: dict[SessionKey, int] = {}
         self._lock = threading.Lock()
+        # Held by any thread but a session's own while it calls into that session, so the
+        # restore after a refused Logon never runs beside a dispatcher send.
+        self._send_locks = {text: threading.Lock() for text in sessions}
+        self._silent_since: dict[str, float] = {}  # sessions held by a connection not logged on
 
     # --- lookups ----------------------------------------------------------------------
 
@@ -98,64 +139,146 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
         cfg = self.sessions[sid.toString()]
         return cfg, cfg.key(self.namespace), self.stores[cfg.kind]
 
+    def _name(self, sid: fix.SessionID) -> str:
+        cfg = self.sessions.get(sid.toString())
+        return str(cfg.key(self.namespace)) if cfg is not None else sid.toString()
+
+    def _unexpected(self, where: str, sid: fix.SessionID, exc: BaseException) -> None:
+        log.error("%s: %s failed: %s: %s", self._name(sid), where, type(exc).__name__, exc, exc_info=exc)
+        self.metrics.callback_errors.labels(self._name(sid), where).inc()
+
+    def send(self, message: fix.Message, sid: fix.SessionID) -> bool:
+        """sendToTarget from a thread other than the session's own (e.g. the dispatcher)."""
+        with self._send_locks[sid.toString()]:
+            return bool(fix.Session.sendToTarget(message, sid))
+
     # --- QuickFIX callbacks -----------------------------------------------------------
 
     def onCreate(self, sid: fix.SessionID) -> None:  # noqa: N802 (QuickFIX's names)
         return None
 
     def onLogon(self, sid: fix.SessionID) -> None:  # noqa: N802
-        cfg, key, store = self._session(sid)
-        try:
-            store.record_connection_start(key)
-        except StoreError as exc:
-            self.fatal(f"{key}: cannot record connectionStartTime: {exc}")
-        log.info("%s logged on", key)
-        self.behaviour.on_logon(sid, cfg)
+        with self.watch.running(f"onLogon {self._name(sid)}"):
+            try:
+                cfg, key, store = self._session(sid)
+                try:
+                    store.record_connection_start(key)
+                except StoreError as exc:
+                    self.fatal(f"{key}: cannot record connectionStartTime: {exc}")
+                log.info("%s logged on", key)
+                self.behaviour.on_logon(sid, cfg)
+            except Exception as exc:  # noqa: BLE001 (never into the bindings)
+                self._unexpected("onLogon", sid, exc)
 
     def onLogout(self, sid: fix.SessionID) -> None:  # noqa: N802
-        cfg, key, store = self._session(sid)
-        log.info("%s logged out", key)
-        if cfg.reset_on_logout or cfg.reset_on_disconnect:
-            self._reset(key, store, next_target=1)  # QuickFIX has reset its own store
-        self.behaviour.on_logout(sid, cfg)
+        with self.watch.running(f"onLogout {self._name(sid)}"):
+            try:
+                cfg, key, store = self._session(sid)
+                log.info("%s logged out", key)
+                if cfg.reset_on_logout or cfg.reset_on_disconnect:
+                    self._reset(key, store, next_target=1)  # QuickFIX has reset its own store
+                self.behaviour.on_logout(sid, cfg)
+            except Exception as exc:  # noqa: BLE001
+                self._unexpected("onLogout", sid, exc)
 
     def toAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
-        try:
-            self._persist(message, sid)
-        except StoreError as exc:
-            # An admin message cannot be vetoed cleanly through the bindings: stop here.
-            self.fatal(f"{self.sessions[sid.toString()].key(self.namespace)}: admin message not stored, "
-                       f"not sent: {exc}")
+        with self.watch.running(f"toAdmin {self._name(sid)}"):
+            try:
+                self._persist(message, sid)
+            except Exception as exc:  # noqa: BLE001
+                # An admin message cannot be vetoed cleanly through the bindings: stop here.
+                self.fatal(f"{self._name(sid)}: admin message not stored, not sent: {type(exc).__name__}: {exc}")
 
     def toApp(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
-        try:
-            self._persist(message, sid, getattr(_delivery, "current", None))
-        except AlreadyDelivered:
-            raise fix.DoNotSend() from None
-        except NotReplicated as exc:
-            # Stored, so its number is used: sending nothing and going on would reuse it. Stop;
-            # the successor resends it from Redis when the counterparty asks.
-            self.fatal(f"{self.sessions[sid.toString()].key(self.namespace)}: {exc}")
-        except StoreError as exc:
-            cfg, key, _ = self._session(sid)
-            log.error("%s: message not stored, so not sent; disconnecting: %s", key, exc)
-            self.metrics.store_failures.labels(str(key)).inc()
-            threading.Thread(target=self._disconnect, args=(sid,), daemon=True).start()
-            raise fix.DoNotSend() from None
+        with self.watch.running(f"toApp {self._name(sid)}"):
+            try:
+                self._persist(message, sid, getattr(_delivery, "current", None))
+            except AlreadyDelivered:
+                raise fix.DoNotSend() from None
+            except NotReplicated as exc:
+                # Stored, so its number is used: sending nothing and going on would reuse it. Stop;
+                # the successor resends it from Redis when the counterparty asks.
+                self.fatal(f"{self._name(sid)}: {exc}")
+            except Exception as exc:  # noqa: BLE001 (StoreError or a bug: either way, not stored)
+                key = self._name(sid)
+                log.error("%s: message not stored, so not sent; disconnecting: %s: %s", key,
+                          type(exc).__name__, exc)
+                self.metrics.store_failures.labels(key).inc()
+                threading.Thread(target=self._disconnect, args=(sid,), daemon=True).start()
+                raise fix.DoNotSend() from None
 
     def fromAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
-        self._record_inbound(message, sid)
+        with self.watch.running(f"fromAdmin {self._name(sid)}"):
+            if message.getHeader().getField(MSG_TYPE) == "A":
+                problem = logon_problem(message.toString())
+                if problem is not None:
+                    log.warning("%s: Logon refused: %s", self._name(sid), problem)
+                    self.metrics.refused_logons.labels(self._name(sid)).inc()
+                    self._refused_logon_cleanup(sid)
+                    raise fix.RejectLogon(f"Logon refused: {problem}")  # → Logout with this text
+            self._record_inbound_safely(message, sid)
 
     def fromApp(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
-        cfg, _, _ = self._session(sid)
-        try:
-            self.behaviour.on_app_message(message, sid, cfg)
-        finally:
+        with self.watch.running(f"fromApp {self._name(sid)}"):
+            try:
+                cfg, _, _ = self._session(sid)
+                self.behaviour.on_app_message(message, sid, cfg)
+            except QUICKFIX_SIGNAL:
+                raise  # a session-level reject QuickFIX builds itself (and records the number)
+            except Exception as exc:  # noqa: BLE001
+                self._unexpected("fromApp", sid, exc)
+                self._refuse(message, sid, f"request not processed: {type(exc).__name__}")
             # Recorded only once the message is handled: a crash in between leaves the number
             # unrecorded, so after takeover the counterparty is asked to resend it (PossDup)
             # and handling it again is idempotent (ClOrdID window, deterministic command id).
             # Recorded first, a crash in between would lose the message.
-            self._record_inbound(message, sid)
+            self._record_inbound_safely(message, sid)
+
+    def _refuse(self, message: fix.Message, sid: fix.SessionID, text: str) -> None:
+        """BusinessMessageReject for a request the behaviour failed on; best effort."""
+        try:
+            header = message.getHeader()
+            reject = business_reject(header.getField(MSG_SEQ_NUM), header.getField(MSG_TYPE), text)
+            fix.Session.sendToTarget(reject, sid)
+        except Exception as exc:  # noqa: BLE001
+            self._unexpected("reject", sid, exc)
+
+    # --- refused Logons ------------------------------------------------------------------
+
+    def _refused_logon_cleanup(self, sid: fix.SessionID) -> None:
+        """Put QuickFIX's local copy of the session back as Redis has it, once the refused
+        connection is gone.
+
+        A refused Logon must leave no trace but the Logout that answered it, and QuickFIX
+        leaves two: it resets its store for ResetSeqNumFlag=Y *before* it checks the Logon
+        (so ``34=0|141=Y`` from a stranger wiped the live session's copy), and it counts a
+        Logon it rejected as received. Redis recorded neither, so the copy is rebuilt from
+        Redis while this thread holds the session's registration (a connection arriving
+        meanwhile is turned away and its client reconnects).
+        """
+        cfg, key, _ = self._session(sid)
+
+        def restore() -> None:
+            deadline = time.monotonic() + 10
+            session = None
+            while session is None and time.monotonic() < deadline:
+                session = fix.Session.registerSession(sid)  # None while a connection holds it
+                if session is None:
+                    time.sleep(0.01)
+            if session is None:
+                log.error("%s: could not restore the local copy after a refused Logon", key)
+                return
+            try:
+                with self._send_locks[sid.toString()]:
+                    self.restore_local_copy(cfg)
+                    session.refresh()
+                log.info("%s: local copy restored from Redis after a refused Logon", key)
+            except Exception as exc:  # noqa: BLE001
+                self._unexpected("restore after refused Logon", sid, exc)
+            finally:
+                fix.Session.unregisterSession(sid)
+
+        threading.Thread(target=restore, name=f"restore-{key}", daemon=True).start()
 
     # --- persistence ------------------------------------------------------------------
 
@@ -168,15 +291,22 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
         if _field(header, POSS_DUP) == "Y":
             return  # a resend: the original is stored already
         seq = int(header.getField(MSG_SEQ_NUM))
-        raw = message.toString().encode("latin-1")
+        raw = wire_bytes(message)
         with self._lock:
             last = self._last_sent.get(key, 0)
-            if seq <= last:
-                if msg_type == "A" and seq == 1:
-                    # QuickFIX started a new FIX session (ResetSeqNumFlag, ResetOnLogon, a new
-                    # session period): Redis starts one too, before the Logon is stored.
-                    self._reset(key, store, next_target=self._logon_target.pop(key, 1))
-                # otherwise the store refuses it (SequenceReuse): never two contents for one number
+            if seq == 1 and last >= 1:
+                # QuickFIX only numbers a message 1 after it has reset its own store (ResetSeqNumFlag,
+                # ResetOnLogon, a new session period).
+                if msg_type != "A":
+                    # ...and then refused the Logon (its answer is not a Logon): the live session
+                    # stays as Redis has it. This Logout belongs to no session, so it is the one
+                    # message sent unstored; QuickFIX's copy is restored from Redis after it.
+                    log.warning("%s: Logon refused after QuickFIX reset its copy; answer not stored", key)
+                    self._refused_logon_cleanup(sid)
+                    return
+                # ...for a Logon it accepted: Redis starts a new FIX session too, first.
+                self._reset(key, store, next_target=self._logon_target.pop(key, 1))
+            # any other number at or below the last sent is refused by the store (SequenceReuse)
             record = OutboundRecord(seq, time.time_ns(), msg_type.encode(), raw)
             if delivery is None:
                 store.commit_outbound(key, record)
@@ -193,6 +323,14 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
         self._last_sent[key] = 0
         log.info("%s: new FIX session: stored sequence numbers reset", key)
 
+    def _record_inbound_safely(self, message: fix.Message, sid: fix.SessionID) -> None:
+        try:
+            self._record_inbound(message, sid)
+        except (StoreError, StoreCorruption) as exc:
+            self.fatal(f"{self._name(sid)}: inbound MsgSeqNum not recorded: {exc}")
+        except Exception as exc:  # noqa: BLE001
+            self._unexpected("record inbound", sid, exc)
+
     def _record_inbound(self, message: fix.Message, sid: fix.SessionID) -> None:
         header = message.getHeader()
         cfg, key, store = self._session(sid)
@@ -208,15 +346,46 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
             target = seq + 1
         if target is None:
             return
+        if target > MAX_SEQ_NUM:
+            # The store keeps u32 numbers (seed 004): a counterparty that jumps past them is
+            # logged out with the reason instead of corrupting the state.
+            self.kick(sid, f"MsgSeqNum beyond {MAX_SEQ_NUM} cannot be stored")
+            return
         if msg_type == "A":
             self._logon_target[key] = target
-        try:
-            store.set_next_target_seq_num(key, target)
-        except StoreError as exc:
-            self.fatal(f"{key}: inbound MsgSeqNum {seq} not recorded: {exc}")
+        store.set_next_target_seq_num(key, target)
         self.metrics.target_seq.labels(str(key)).set(target)
+
+    def kick(self, sid: fix.SessionID, reason: str) -> None:
+        """Log the session out with ``reason`` (QuickFIX sends the Logout on its next tick)."""
+        log.warning("%s: logging out: %s", self._name(sid), reason)
+        session = fix.Session.lookupSession(sid)
+        if session is not None:
+            session.logout(reason)
+            threading.Timer(2.0, session.logon).start()  # enabled again for the next Logon
+
+    def drop_silent_connections(self, limit_s: float) -> None:
+        """Disconnect a connection that has held a session for ``limit_s`` without logging on.
+
+        QuickFIX cannot reject a malformed Logon before logon: it answers nothing and keeps
+        the connection, and with it the session, so the real client could never log on.
+        Called periodically by the gateway.
+        """
+        now = time.monotonic()
+        for text, cfg in self.sessions.items():
+            sid = fix.SessionID(cfg.begin_string, cfg.sender_comp_id, cfg.target_comp_id)
+            session = fix.Session.lookupSession(sid)
+            if session is None or not fix.Session.isSessionRegistered(sid) or session.isLoggedOn():
+                self._silent_since.pop(text, None)
+                continue
+            since = self._silent_since.setdefault(text, now)
+            if now - since > limit_s:
+                log.warning("%s: connection did not log on within %.0fs; disconnected", self._name(sid), limit_s)
+                self._silent_since.pop(text, None)
+                self._disconnect(sid)
 
     def _disconnect(self, sid: fix.SessionID) -> None:
         session = fix.Session.lookupSession(sid)
         if session is not None:
-            session.disconnect()
+            with self._send_locks[sid.toString()]:
+                session.disconnect()

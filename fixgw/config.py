@@ -98,7 +98,7 @@ class MatchingLink(BaseModel):
 
 
 class GatewaySettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", validate_default=True)
 
     mode: Literal["gateway", "at"] = "gateway"
     host: str = "127.0.0.1"
@@ -109,6 +109,10 @@ class GatewaySettings(BaseModel):
     dictionaries: Path = DICTIONARIES
     check_latency: bool = True
     max_latency: int = Field(120, ge=1)
+    # /ready turns 503 when a QuickFIX callback has run longer than this (a stuck session thread)
+    callback_stall_limit: Duration = "10s"  # type: ignore[assignment]
+    # a connection that holds a session this long without logging on is dropped
+    logon_timeout: Duration = "10s"  # type: ignore[assignment]
     session: list[SessionConfig] = Field(default_factory=list)
 
     @model_validator(mode="after")

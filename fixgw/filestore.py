@@ -10,6 +10,7 @@ exactly the format QuickFIX 1.16 writes (checked by a test against QuickFIX's ow
 
 from __future__ import annotations
 
+import os
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,10 +31,15 @@ def write_session(directory: Path, prefix: str, loaded: LoadedSession, creation_
         header.append(f"{rec.seq_num},{len(body)},{len(rec.body)} ")
         body += rec.body
     state = loaded.state
-    (directory / f"{prefix}.body").write_bytes(bytes(body))
-    (directory / f"{prefix}.header").write_text("".join(header))
-    (directory / f"{prefix}.seqnums").write_text(f"{state.sender_seq_num:020d} : {state.target_seq_num:020d}")
-    (directory / f"{prefix}.session").write_text(creation_time_text(creation_ns))
+    files = {"body": bytes(body), "header": "".join(header).encode(),
+             "seqnums": f"{state.sender_seq_num:020d} : {state.target_seq_num:020d}".encode(),
+             "session": creation_time_text(creation_ns).encode()}
+    for suffix, content in files.items():
+        # Replaced, not rewritten in place: a running QuickFIX keeps writing to the files it has
+        # open (now unlinked) until it re-reads these on refresh.
+        tmp = directory / f"{prefix}.{suffix}.tmp"
+        tmp.write_bytes(content)
+        os.replace(tmp, directory / f"{prefix}.{suffix}")
 
 
 def fresh_directory(path: Path) -> Path:

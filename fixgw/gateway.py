@@ -24,7 +24,7 @@ from sessionstore import DispatcherLock, GatewayKey, SessionKey, SessionStore, c
 from sessionstore.settings import SessionStoreSettings
 
 from .application import Behaviour, GatewayApplication, die
-from .config import GatewaySettings, MatchingLink
+from .config import GatewaySettings, MatchingLink, SessionConfig
 from .filestore import fresh_directory, write_session
 from .metrics import GatewayMetrics
 
@@ -66,9 +66,21 @@ class Gateway:
 
         return lost
 
+    def problems(self) -> list[str]:
+        """Why this process is not serving: standby, a lost lock, a session thread stuck in a
+        callback, or a behaviour part that died (e.g. the dispatcher). Empty when ready."""
+        out = [] if self.active.is_set() else ["not active"]
+        out += [f"{kind} lock not held" for kind, lock in self.locks.items() if not lock.held]
+        if self.application is not None:
+            out += [f"callback stalled: {s}" for s in self.application.watch.stalled(self.settings.callback_stall_limit)]
+        health = getattr(self.behaviour, "problems", None)
+        if health is not None:
+            out += health()
+        return out
+
     @property
     def ready(self) -> bool:
-        return self.active.is_set() and all(lock.held for lock in self.locks.values())
+        return not self.problems()
 
     def serve_http(self) -> int:
         self.http = CellHttp(self.settings.http_port, self.metrics.registry, lambda: self.ready).start()
@@ -105,6 +117,13 @@ class Gateway:
                      loaded.state.sender_seq_num, loaded.state.target_seq_num, len(loaded.messages))
         return last_sent
 
+    def rematerialise(self, cfg: SessionConfig) -> None:
+        """Rewrite one session's FileStore from Redis (QuickFIX re-reads it on ``refresh``)."""
+        store = self.stores[cfg.kind]
+        loaded = store.load(cfg.key(self.namespace))
+        start = loaded.state.session_start_time or time.time_ns()
+        write_session(Path(self.settings.state_dir) / "filestore", cfg.store_prefix, loaded, start)
+
     def start_acceptor(self, last_sent: dict[SessionKey, int]) -> None:
         state_dir = Path(self.settings.state_dir)
         cfg_path = state_dir / "quickfix.cfg"
@@ -112,17 +131,26 @@ class Gateway:
         qf_settings = fix.SessionSettings(str(cfg_path))
         sessions = {cfg.session_id_text: cfg for cfg in self.settings.session}
         self.application = GatewayApplication(sessions, self.stores, self.namespace, self.behaviour, self.metrics,
-                                              last_sent)
+                                              last_sent, restore_local_copy=self.rematerialise)
         log_dir = state_dir / "log"
         log_dir.mkdir(parents=True, exist_ok=True)
         self.acceptor = fix.ThreadedSocketAcceptor(self.application, fix.FileStoreFactory(qf_settings), qf_settings,
                                                    fix.FileLogFactory(str(log_dir)))
+        start = getattr(self.behaviour, "start", None)
+        if start is not None:  # before the first connection: a request must never find it unstarted
+            start(self)
         self.acceptor.start()
         self.active.set()
-        start = getattr(self.behaviour, "start", None)
-        if start is not None:  # e.g. order entry starts its event dispatcher now
-            start(self)
+        threading.Thread(target=self._watch_logons, name="logon-watch", daemon=True).start()
         log.info("active: accepting FIX connections on %s:%d", self.settings.host, self.settings.port)
+
+    def _watch_logons(self) -> None:
+        while self.active.is_set() and not self.stop_requested.wait(1.0):
+            if self.application is not None:
+                try:
+                    self.application.drop_silent_connections(self.settings.logon_timeout)
+                except Exception:  # noqa: BLE001 (a watch must never die quietly)
+                    log.exception("logon watch failed")
 
     def stop(self) -> None:
         """Log every session out, then give the locks up so a standby takes over at once."""

@@ -21,3 +21,9 @@ class GatewayMetrics:
                                       ["session"], registry=r)
         self.lock_held = Gauge("fixgw_lock_held", "1 while this process holds the dispatcher lock", ["gateway"],
                                registry=r)
+        self.callback_errors = Counter("fixgw_callback_errors", "Unexpected errors caught in a QuickFIX callback "
+                                       "(the session carried on)", ["session", "callback"], registry=r)
+        self.refused_logons = Counter("fixgw_refused_logons", "Logons refused before QuickFIX acted on them",
+                                      ["session"], registry=r)
+        self.refused_requests = Counter("fixgw_refused_requests", "Application messages refused with a reject",
+                                        ["session", "reason"], registry=r)

@@ -35,34 +35,15 @@ from sessionstore.connection import RedisClient
 from . import translation as tr
 from .application import delivering
 from .config import SessionConfig
+from .fixmsg import build, message_fields, session_reject
+from .inputs import text_problem
 
 log = logging.getLogger("fixgw.orders")
 
 GROUP = "fixgw-dispatcher"
 CONSUMER = "dispatcher"  # one active dispatcher per gateway (the lock holder)
 POSS_DUP, POSS_RESEND, MSG_SEQ_NUM, MSG_TYPE = 43, 97, 34, 35
-HEADER_TAGS = {8, 9, 35, 34, 49, 56, 52, 43, 97, 122, 115, 128, 116, 129, 144, 145, 50, 57, 142, 143, 10}
-
-
-def message_fields(message: fix.Message) -> dict[int, str]:
-    """Body fields as the wire text had them (no float ever touches a price)."""
-    out: dict[int, str] = {}
-    for part in message.toString().split("\x01"):
-        tag, _, value = part.partition("=")
-        if tag.isdigit() and int(tag) not in HEADER_TAGS and int(tag) not in out:
-            out[int(tag)] = value
-    return out
-
-
-def build(msg_type: str, fields: list[tuple[int, str]]) -> fix.Message:
-    m = fix.Message()
-    m.getHeader().setField(fix.MsgType(msg_type))
-    for tag, value in fields:
-        if value != "":  # an empty field is a session-level reject at the counterparty
-            m.setField(fix.StringField(tag, value))
-    if msg_type == "8":
-        m.setField(fix.TransactTime())
-    return m
+INCORRECT_DATA_FORMAT = "6"  # SessionRejectReason
 
 
 class CommandRouter:
@@ -98,6 +79,12 @@ class OrderEntryBehaviour:
         self.dispatcher = Dispatcher(self, gateway)
         self.dispatcher.start()
 
+    def problems(self) -> list[str]:
+        """For /ready: the dispatcher thread must be running while the gateway is active."""
+        if self.dispatcher is not None and not self.dispatcher.is_alive() and not self.dispatcher.stop.is_set():
+            return ["event dispatcher stopped"]
+        return []
+
     def stop(self) -> None:
         if self.dispatcher is not None:
             self.dispatcher.stop.set()
@@ -123,6 +110,12 @@ class OrderEntryBehaviour:
         seq = header.getField(MSG_SEQ_NUM)
         f = message_fields(message)
         key = cfg.key(self.namespace)
+        problem = text_problem(f)
+        if problem is not None:  # refused before anything is looked up, claimed or published
+            tag, text = problem
+            self.gateway.metrics.refused_requests.labels(str(key), "invalid-text").inc()
+            fix.Session.sendToTarget(session_reject(seq, msg_type, tag, INCORRECT_DATA_FORMAT, text), sid)
+            return
         handler = {"D": self._new_order, "F": self._cancel, "G": self._replace, "H": self._status}[msg_type]
         handler(f, sid, cfg, key, possdup, seq)
 
@@ -171,8 +164,7 @@ class OrderEntryBehaviour:
         try:
             req = tr.new_order(f, self.table, session, self.router.partition_count)
         except tr.Refusal as refusal:
-            view = tr.OrderView(tr.order_id(session, clordid), clordid, f.get(55, ""), f.get(54, "1"),
-                                f.get(40, "2"), f.get(59, "1"), f.get(38, "0"), f.get(44), f.get(1, ""))
+            view = tr.refused_view(f, session)
             self._reply(sid, "8", tr.refusal_report(view, refusal, f"R-{seq}-{clordid}", cfg.begin_string))
             return
         assert req.view is not None
@@ -333,7 +325,7 @@ class Dispatcher(threading.Thread):
         for out in tr.event_messages(event, views, table, cfg.begin_string, roles):
             view_json = json.dumps(out.view.to_dict()) if out.view is not None else ""
             with delivering(out.inbox_id, out.order_id, view_json):
-                sent = fix.Session.sendToTarget(build(out.msg_type, out.fields), self.session_ids[str(key)])
+                sent = self.gateway.application.send(build(out.msg_type, out.fields), self.session_ids[str(key)])
             # False: vetoed in toApp — either delivered before a crash (the inbox has it) or not
             # storable now, in which case the entry stays pending and is retried.
             if not sent and not store.delivered(key, out.inbox_id):

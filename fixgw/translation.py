@@ -29,7 +29,9 @@ from matching.contracts import (
     TimeInForce,
     partition_of,
 )
-from matching.instruments import InstrumentError, InstrumentTable
+from matching.instruments import InstrumentError, InstrumentTable, to_decimal
+
+from .inputs import printable
 
 SIDES = {"1": Side.BUY, "2": Side.SELL}
 FIX_SIDE = {Side.BUY: "1", Side.SELL: "2"}
@@ -141,13 +143,48 @@ def new_order(f: dict[int, str], table: InstrumentTable, session: str, partition
     return Request(cmd, view)
 
 
+def refused_view(f: dict[int, str], session: str) -> OrderView:
+    """What a refusal report echoes of a request: only values that can go back as they came
+    (printable text, well-formed numbers); anything else is left out of the report."""
+    clordid = printable(f.get(11))
+
+    def number(tag: int) -> str | None:
+        text = f.get(tag)
+        if text is None:
+            return None
+        try:
+            to_decimal(text)
+        except InstrumentError:
+            return None
+        return text
+
+    return OrderView(order_id(session, clordid) if clordid else "NONE", clordid, printable(f.get(55)),
+                     printable(f.get(54), "1"), printable(f.get(40), "2"), printable(f.get(59), "1"),
+                     number(38) or "0", number(44), printable(f.get(1)))
+
+
+def _same_order(f: dict[int, str], original: OrderView) -> None:
+    """A cancel or replace names the order as it stands now: its current ClOrdID, its side
+    and its symbol. Anything else is refused, never silently applied to the order."""
+    if f[41] != original.cl_ord_id:
+        raise Refusal("stale-clordid", f"OrigClOrdID {f[41]} is not the order's current ClOrdID "
+                                       f"{original.cl_ord_id}")
+    side = f.get(54)
+    if side is not None and side != original.side:
+        raise Refusal("side-mismatch", f"Side {side} differs from the order's Side {original.side}")
+    symbol = f.get(55)
+    if symbol is not None and symbol != original.symbol:
+        raise Refusal("symbol-mismatch", f"Symbol {symbol} differs from the order's Symbol {original.symbol}")
+
+
 def cancel_order(f: dict[int, str], original: OrderView | None, pair_id: int | None, session: str,
                  partition_count: int) -> Request:
-    """OrderCancelRequest (35=F) → CancelOrder, or Refusal (unknown order)."""
+    """OrderCancelRequest (35=F) → CancelOrder, or Refusal (unknown or mismatched order)."""
     clordid = _need(f, 11, "ClOrdID")
     _need(f, 41, "OrigClOrdID")
     if original is None or pair_id is None:
         raise Refusal("unknown-order", f"no order with ClOrdID {f[41]} on this session")
+    _same_order(f, original)
     return Request(CancelOrder(command_id(session, clordid), pair_id, partition_of(pair_id, partition_count),
                                original.order_id, session, clordid))
 
@@ -159,6 +196,7 @@ def replace_order(f: dict[int, str], original: OrderView | None, pair_id: int | 
     _need(f, 41, "OrigClOrdID")
     if original is None or pair_id is None:
         raise Refusal("unknown-order", f"no order with ClOrdID {f[41]} on this session")
+    _same_order(f, original)
     inst = table.pair(pair_id)
     assert inst is not None
     if f.get(40, "2") != "2":

@@ -72,7 +72,7 @@ def run_conductor(settings: CellSettings) -> int:
     conductor = build_conductor(settings)
     conductor.boot()
     control = connect(settings.endpoint(), client_name=f"conductor-p{conductor.partition}-http")
-    http = CellHttp(settings.http_port, conductor.metrics.registry, lambda: conductor.has_lease,
+    http = CellHttp(settings.http_port, conductor.metrics.registry, conductor.ready,
                     lambda pair: reconcile(control, conductor.keys, pair)).start()
     return _serve(http, f"conductor p{conductor.partition} of {settings.partition_count} ({settings.durability})",
                   conductor.run)

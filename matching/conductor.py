@@ -11,6 +11,12 @@ Any failure between reading and acknowledging leaves the entries pending and mar
 mirror stale; the next step rebuilds it from Redis, and redelivery finds the
 processed-command record if the commit had landed. Batching many commands into one
 transaction with one WAITAOF is the group commit; results equal one-at-a-time.
+
+Poison: one bad command must never stop the partition. An entry that cannot be read is
+moved to ``:commands:dead-letter`` with the reason in the batch's own transaction; a
+command the cell fails to apply is refused on the retry (its owner hears Rejected, reason
+``cell-error``) instead of applied again; and a batch that keeps failing for any other
+reason is retried one entry at a time until the entry at fault is dead-lettered.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 from redis.exceptions import RedisError, ResponseError
 
 from sessionstore.connection import RedisClient
@@ -37,11 +44,12 @@ from .contracts import (
     parse_command,
     partition_of,
 )
-from .domain import Cell, StpMode
+from .domain import Cell, Reason, StpMode
 from .instruments import Instrument
 from .keys import PartitionKeys
 from .metrics import ConductorMetrics
 from .storage import (
+    DeadCommand,
     FencedOut,
     StagedCommand,
     StreamClock,
@@ -70,6 +78,13 @@ class LeaseLost(Exception):
 
 class DurabilityFailed(Exception):
     """WAITAOF did not confirm the policy in time; the batch stays unacknowledged."""
+
+
+class PoisonCommand(Exception):
+    """The cell failed applying a command: the batch is retried with that command refused."""
+
+
+POISON_AFTER = 3  # failures of the same single entry before it is dead-lettered
 
 
 class SimulatedCrash(BaseException):
@@ -120,6 +135,11 @@ class Conductor:
         self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:10]}"
         self.cell: Cell | None = None  # the in-memory mirror; None = stale, rebuild before use
         self._own_pending = True  # unknown until a read of "0" comes back empty
+        self._poison: dict[str, str] = {}  # command id → why the cell failed on it: refused on retry
+        self._isolate = False  # after an unexplained failure: read pending entries one at a time
+        self._failing: tuple[bytes | None, int] = (None, 0)  # first entry of the failing batch, times
+        self._dead: dict[bytes, str] = {}  # entry ids to dead-letter when next read, with why
+        self.heartbeat = time.monotonic()  # last turn of the loop (for /ready)
         self.clock = StreamClock()
         self._lease_until = 0.0
         self._renewed_at = 0.0
@@ -211,9 +231,11 @@ class Conductor:
         stream = self.keys.commands
         entries = []
         if self._own_pending:  # a predecessor's or a failed batch's entries come first
-            reply = self.client.xreadgroup(GROUP, CONSUMER, {stream: "0"}, count=self.batch_size)
+            count = 1 if self._isolate else self.batch_size
+            reply = self.client.xreadgroup(GROUP, CONSUMER, {stream: "0"}, count=count)
             entries = reply[0][1] if reply else []
             self._own_pending = bool(entries)
+            self._isolate = self._isolate and self._own_pending  # isolation ends with the pending list
         if not entries:
             reply = self.client.xreadgroup(GROUP, CONSUMER, {stream: ">"}, count=self.batch_size, block=block_ms)
             entries = reply[0][1] if reply else []
@@ -223,6 +245,7 @@ class Conductor:
 
     def run(self, stop: threading.Event, block_ms: int = 1000) -> None:
         while not stop.is_set():
+            self.heartbeat = time.monotonic()
             try:
                 if not self.step(block_ms) and not self.has_lease:
                     stop.wait(1.0)
@@ -231,7 +254,18 @@ class Conductor:
                           self.partition, type(exc).__name__, exc)
                 self.cell = None
                 stop.wait(0.2)
+            except PoisonCommand as exc:
+                log.error("partition %d: %s; retrying the batch with it refused", self.partition, exc)
+            except Exception:  # noqa: BLE001 (the loop must outlive any one batch)
+                log.exception("partition %d: batch failed; retried one entry at a time", self.partition)
+                self.cell = None
+                stop.wait(0.2)
         self.release()
+
+    def ready(self, stale_after_s: float = 10.0) -> bool:
+        """Serving: holds the lease, the loop turns, and batches are not failing over and over."""
+        fresh = time.monotonic() - self.heartbeat < stale_after_s
+        return self.has_lease and fresh and self._failing[1] < POISON_AFTER
 
     def _point(self, name: str) -> None:
         if self._fault is not None:
@@ -241,39 +275,62 @@ class Conductor:
         started = time.perf_counter()
         try:
             self._process(entries)
-        except BaseException:
+        except BaseException as exc:
             self.cell = None  # the mirror may be ahead of Redis now
             self._own_pending = True  # the batch stays pending and is read again first
+            if isinstance(exc, Exception) and not isinstance(exc, (RedisError, DurabilityFailed, LeaseLost,
+                                                                   PoisonCommand)):
+                self._suspect(entries, exc)
             raise
+        self._failing = (None, 0)
         if entries:
             self.metrics.last_duration.set((time.perf_counter() - started) / len(entries))
 
-    def _parse(self, entries: list[tuple[bytes, dict[bytes, bytes] | None]]) -> list[Command]:
+    def _suspect(self, entries: list[tuple[bytes, dict[bytes, bytes] | None]], exc: Exception) -> None:
+        """An unexplained failure: retry one entry at a time; an entry that fails alone
+        POISON_AFTER times is dead-lettered, so the partition never loops on it."""
+        first = entries[0][0] if entries else None
+        times = self._failing[1] + 1 if self._failing[0] == first else 1
+        self._failing = (first, times)
+        self._isolate = True
+        if first is not None and len(entries) == 1 and times >= POISON_AFTER:
+            self._dead[first] = f"failed {times} times: {type(exc).__name__}: {exc}"[:500]
+            self._failing = (None, 0)
+
+    def _parse(self, entries: list[tuple[bytes, dict[bytes, bytes] | None]]
+               ) -> tuple[list[Command], list[DeadCommand]]:
+        """The batch's commands, and the entries set aside (dead-lettered with the reason)."""
         commands: list[Command] = []
+        dead: list[DeadCommand] = []
+
+        def refuse(entry_id: bytes, fields: dict[bytes, bytes], metric: str, why: str) -> None:
+            log.error("partition %d: entry %s dead-lettered: %s", self.partition, entry_id, why)
+            self.metrics.failure(metric)
+            dead.append(DeadCommand(entry_id, fields, why))
+
         for entry_id, fields in entries:
-            raw = (fields or {}).get(b"command")
+            fields = fields or {}
+            if entry_id in self._dead:
+                refuse(entry_id, fields, "poison-entry", self._dead.pop(entry_id))
+                continue
+            raw = fields.get(b"command")
             if raw is None:
-                log.error("partition %d: entry %s has no command field; acknowledged and dropped",
-                          self.partition, entry_id)
-                self.metrics.failure("empty-entry")
+                refuse(entry_id, fields, "empty-entry", "entry has no command field")
                 continue
             try:
                 cmd = parse_command(raw, self.partition_count)
             except ContractError as exc:
-                log.error("partition %d: entry %s refused: %s", self.partition, entry_id, exc)
-                self.metrics.failure("invalid-command")
+                refuse(entry_id, fields, "invalid-command", f"invalid command: {exc}")
                 continue
             if cmd.partition != self.partition:
-                log.error("partition %d: entry %s is for partition %d; refused", self.partition, entry_id,
-                          cmd.partition)
-                self.metrics.failure("wrong-partition")
+                refuse(entry_id, fields, "wrong-partition", f"command for partition {cmd.partition}")
                 continue
             commands.append(cmd)
-        return commands
+        return commands, dead
 
     def _process(self, entries: list[tuple[bytes, dict[bytes, bytes] | None]]) -> None:
         assert self.cell is not None
-        commands = self._parse(entries)
+        commands, dead = self._parse(entries)
         places = [c for c in commands if isinstance(c, PlaceOrder)]
         # Steps 3 and 4: the dedup reads happen before the transaction, in one round trip.
         lookups = [self.keys.processed_command(c.command_id) for c in commands]
@@ -298,7 +355,7 @@ class Conductor:
                 staged.append(StagedCommand(cmd.command_id, {"status": "duplicate-order"}))
                 self.metrics.command(cmd.kind, "duplicate-order")
                 continue
-            outcome = self.cell.apply(cmd)
+            outcome = self._apply(cmd)
             events = [(self.clock.next(), Event(f"{cmd.command_id}:{n}", kind, self.partition, cmd.pair_id,
                                                  cmd.command_id, payload))
                       for n, (kind, payload) in enumerate(outcome.events)]
@@ -313,16 +370,31 @@ class Conductor:
                 self.metrics.event(str(e.type))
 
         self._point("before-exec")
-        self._commit(staged)
+        self._commit(staged, dead)
         self._point("after-durability")
         self.client.xack(self.keys.commands, GROUP, *[entry_id for entry_id, _ in entries])
+        for cmd in commands:
+            self._poison.pop(cmd.command_id, None)  # recorded as processed now: never seen again
 
-    def _commit(self, staged: list[StagedCommand]) -> None:
+    def _apply(self, cmd: Command) -> Any:
+        """The cell's outcome, or a refusal for a command the cell failed on before."""
+        assert self.cell is not None
+        if cmd.command_id in self._poison:
+            self.metrics.failure("cell-error")
+            return Cell.refuse(cmd, Reason.CELL_ERROR)
+        try:
+            return self.cell.apply(cmd)
+        except Exception as exc:  # noqa: BLE001 (a bug or an input the domain did not foresee)
+            self._poison[cmd.command_id] = f"{type(exc).__name__}: {exc}"
+            log.exception("partition %d: the cell failed on command %s", self.partition, cmd.command_id)
+            raise PoisonCommand(f"command {cmd.command_id} failed: {type(exc).__name__}: {exc}") from exc
+
+    def _commit(self, staged: list[StagedCommand], dead: list[DeadCommand]) -> None:
         """Step 8 and the durability wait: one MULTI/EXEC for the batch, fenced, then WAITAOF."""
         assert self.cell is not None
         d = self.durability
         waitaof = None if d.is_memory else (d.local_fsyncs, d.replica_fsyncs, d.timeout_ms)
-        commands = commit_commands(self.keys, staged, self.cell.next_priority) if staged else []
+        commands = commit_commands(self.keys, staged, self.cell.next_priority, dead) if staged or dead else []
         try:
             if commands:
                 waited = commit_fenced(self.client, self.keys, self.token, commands, waitaof)

@@ -140,14 +140,39 @@ def encode_command(cmd: Command) -> str:
     return json.dumps(asdict(cmd), separators=(",", ":"))
 
 
+MAX_TEXT = 256  # characters in any text field of a command (ids, owner, account)
+
+
+def _clean(key: str, value: Any) -> str:
+    """Text a command may carry: a string that encodes as UTF-8 (no lone surrogates, which a
+    JSON ``\\udcff`` escape can smuggle in) and is bounded; a poisoned command stops here."""
+    if not isinstance(value, str):
+        raise ContractError(f"{key} must be a string, got {type(value).__name__}")
+    if len(value) > MAX_TEXT:
+        raise ContractError(f"{key} is longer than {MAX_TEXT} characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ContractError(f"{key} is not valid Unicode text") from None
+    return value
+
+
+def _text(data: dict[str, Any], key: str) -> str:
+    """An optional text field ('' when absent)."""
+    value = data.get(key, "")
+    return "" if value is None else _clean(key, value)
+
+
 def _req(data: dict[str, Any], key: str, kind: type) -> Any:
     if key not in data:
         raise ContractError(f"missing {key}")
     value = data[key]
     if kind is int and (not isinstance(value, int) or isinstance(value, bool)):
         raise ContractError(f"{key} must be an integer, got {value!r}")
-    if kind is str and (not isinstance(value, str) or not value):
-        raise ContractError(f"{key} must be a non-empty string, got {value!r}")
+    if kind is str:
+        if not isinstance(value, str) or not value:
+            raise ContractError(f"{key} must be a non-empty string, got {value!r}")
+        _clean(key, value)
     return value
 
 
@@ -191,18 +216,18 @@ def parse_command(raw: str | bytes, partition_count: int = MATCHING_PARTITION_CO
                 price=_opt_int(o, "price"),
                 time_in_force=TimeInForce(o.get("time_in_force", "GTC")),
                 post_only=bool(o.get("post_only", False)),
-                account=str(o.get("account", "")),
-                owner=str(o.get("owner", "")),
-                client_order_id=str(o.get("client_order_id", "")),
+                account=_text(o, "account"),
+                owner=_text(o, "owner"),
+                client_order_id=_text(o, "client_order_id"),
             )
             return PlaceOrder(command_id, pair_id, partition, order)
         if kind == "cancel":
             return CancelOrder(command_id, pair_id, partition, _req(data, "order_id", str),
-                               str(data.get("owner", "")), str(data.get("client_order_id", "")))
+                               _text(data, "owner"), _text(data, "client_order_id"))
         if kind == "replace":
             return ReplaceOrder(command_id, pair_id, partition, _req(data, "order_id", str),
                                 _req(data, "quantity", int), _opt_int(data, "price"),
-                                str(data.get("owner", "")), str(data.get("client_order_id", "")))
+                                _text(data, "owner"), _text(data, "client_order_id"))
     except ValueError as exc:  # an enum that does not know the value
         if isinstance(exc, ContractError):
             raise

@@ -55,6 +55,7 @@ class Reason(StrEnum):
     UNKNOWN_ORDER = "unknown-order"
     NOT_OWNER = "not-owner"
     QUANTITY_BELOW_FILLED = "quantity-below-filled"
+    CELL_ERROR = "cell-error"  # the cell failed applying the command; refused, never retried
     # order.canceled reasons
     REQUESTED = "requested"
     IOC_UNFILLED = "ioc-unfilled"
@@ -123,6 +124,14 @@ class Outcome:
 
     def summary(self) -> dict[str, Any]:
         return {"status": self.status, "events": [str(k) for k, _ in self.events]}
+
+
+def _place_rejected(o: OrderPayload, reason: Reason) -> Outcome:
+    out = Outcome(status="rejected")
+    out.emit(EventType.ORDER_REJECTED, {"orderId": o.order_id, "reason": str(reason), "owner": o.owner,
+                                        "clientOrderId": o.client_order_id, "side": str(o.side),
+                                        "quantity": o.quantity, "price": o.price, "account": o.account})
+    return out
 
 
 class Book:
@@ -216,6 +225,18 @@ class Cell:
 
     # --- commands ---------------------------------------------------------------------
 
+    @staticmethod
+    def refuse(command: Command, reason: Reason) -> Outcome:
+        """The outcome of a command refused without looking at the book: the owner hears
+        Rejected (a place) or a cancel reject (cancel, replace); nothing changes."""
+        if isinstance(command, PlaceOrder):
+            return _place_rejected(command.order, reason)
+        out = Outcome(status="rejected")
+        out.emit(EventType.CANCEL_REJECTED, {"orderId": command.order_id, "reason": str(reason),
+                                             "responseTo": command.kind, "owner": command.owner,
+                                             "clientOrderId": command.client_order_id, "origClientOrderId": ""})
+        return out
+
     def apply(self, command: Command) -> Outcome:
         if isinstance(command, PlaceOrder):
             return self.place(command.pair_id, command.order)
@@ -256,11 +277,7 @@ class Cell:
             if best is not None and (best <= o.price if o.side is Side.BUY else best >= o.price):  # type: ignore[operator]
                 reason = Reason.POST_ONLY_WOULD_TAKE
         if reason is not None:
-            out.status = "rejected"
-            out.emit(EventType.ORDER_REJECTED, {"orderId": o.order_id, "reason": str(reason), "owner": o.owner,
-                                                "clientOrderId": o.client_order_id, "side": str(o.side),
-                                                "quantity": o.quantity, "price": o.price, "account": o.account})
-            return out
+            return _place_rejected(o, reason)
         taker = Order(o.order_id, pair_id, o.side, o.order_type, o.time_in_force, o.price, o.quantity, o.quantity,
                       self._take_priority(), o.post_only, o.account, o.owner, o.client_order_id)
         out.emit(EventType.ORDER_ACCEPTED, {**taker.cum(), "postOnly": o.post_only})

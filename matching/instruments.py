@@ -8,9 +8,10 @@ the table file once.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from pathlib import Path
 
 DEFAULT_TABLE = Path(__file__).resolve().parent.parent / "config" / "instruments.toml"
@@ -24,15 +25,26 @@ class InstrumentError(ValueError):
         self.reason = reason
 
 
+# Wire decimals as FIX writes them (optional sign, digits, optional fraction: no exponent, no
+# spaces), at most MAX_DIGITS digits, checked *before* any arithmetic: a 29-digit quantity
+# made divmod raise DivisionImpossible in the default 28-digit context.
+PLAIN_DECIMAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)\Z")
+MAX_DIGITS = 24
+# Every conversion below runs in this context: wide enough that a bounded input divided by
+# the smallest sensible tick is still exact, so nothing is ever rounded.
+EXACT = Context(prec=80, traps=[InvalidOperation])
+
+
 def to_decimal(text: str | Decimal) -> Decimal:
-    """Exact decimal from wire text; refuses anything that is not a finite number."""
+    """Exact decimal from wire text; refuses anything that is not a plain, bounded number."""
     if isinstance(text, Decimal):
         value = text
     else:
-        try:
-            value = Decimal(text.strip())
-        except (InvalidOperation, AttributeError):
-            raise InstrumentError("invalid-number", f"{text!r} is not a number") from None
+        if not isinstance(text, str) or not PLAIN_DECIMAL.match(text):
+            raise InstrumentError("invalid-number", f"{str(text)[:40]!r} is not a plain decimal number")
+        if sum(c.isdigit() for c in text) > MAX_DIGITS:
+            raise InstrumentError("invalid-number", f"{text[:40]!r}... has more than {MAX_DIGITS} digits")
+        value = Decimal(text)
     if not value.is_finite():
         raise InstrumentError("invalid-number", f"{text!r} is not a finite number")
     return value
@@ -64,7 +76,7 @@ class Instrument:
         value = to_decimal(price)
         if value <= 0:
             raise InstrumentError("invalid-price", f"price {value} must be positive")
-        ticks, rest = divmod(value, self.tick_size)
+        ticks, rest = EXACT.divmod(value, self.tick_size)
         if rest:
             raise InstrumentError("off-tick", f"price {value} is not a multiple of the tick size {self.tick_size}")
         if not self.min_price <= value <= self.max_price:
@@ -76,7 +88,7 @@ class Instrument:
         value = to_decimal(quantity)
         if value <= 0:
             raise InstrumentError("invalid-quantity", f"quantity {value} must be positive")
-        lots, rest = divmod(value, self.lot_size)
+        lots, rest = EXACT.divmod(value, self.lot_size)
         if rest:
             raise InstrumentError("off-lot", f"quantity {value} is not a multiple of the lot size {self.lot_size}")
         if not self.min_quantity <= value <= self.max_quantity:

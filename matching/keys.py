@@ -44,6 +44,11 @@ class PartitionKeys:
         return f"{self.prefix}:commands"
 
     @property
+    def commands_dead_letter(self) -> str:
+        """Command entries the conductor could not read or apply, with the reason."""
+        return f"{self.prefix}:commands:dead-letter"
+
+    @property
     def events(self) -> str:
         return f"{self.prefix}:events"
 

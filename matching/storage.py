@@ -84,9 +84,22 @@ class StagedCommand:
     accepted_order: str | None = None  # order id whose accepted-order marker to write
 
 
-def commit_commands(keys: PartitionKeys, staged: list[StagedCommand], next_priority: int) -> list[tuple[Any, ...]]:
+@dataclass(frozen=True, slots=True)
+class DeadCommand:
+    """A command entry the conductor sets aside: it could not be read or applied."""
+
+    entry_id: bytes
+    fields: dict[bytes, bytes]
+    reason: str
+
+
+def commit_commands(keys: PartitionKeys, staged: list[StagedCommand], next_priority: int,
+                    dead: Iterable[DeadCommand] = ()) -> list[tuple[Any, ...]]:
     """Every write of a batch, in order, as Redis commands for one MULTI/EXEC. Pure: no I/O."""
     out: list[tuple[Any, ...]] = []
+    for d in dead:  # auto ids: a replayed transaction may copy one twice, which is harmless
+        out.append(("XADD", keys.commands_dead_letter, "*", "x-original-id", d.entry_id, "reason", d.reason,
+                    *[x for kv in d.fields.items() for x in kv]))
     records: list[str] = []  # processed-command and accepted-order records: one MSET
     for cmd in staged:
         for change in cmd.changes:

@@ -252,4 +252,84 @@ def body_without(raw: str | bytes, drop: set[str]) -> list[tuple[str, str]]:
 RawFixClient = RawSession  # the tests' name for it
 
 
-__all__ = ["GatewayProc", "FixClient", "RawFixClient", "SOH", "wait_until", "http_status", "body_without"]
+def parse(raw: bytes) -> dict[int, bytes]:
+    """A received message's fields by tag (first occurrence), values as the bytes sent."""
+    out: dict[int, bytes] = {}
+    for part in raw.split(SOH):
+        tag, sep, value = part.partition(b"=")
+        if sep and tag.isdigit():
+            out.setdefault(int(tag), value)
+    return out
+
+
+class RawTrader:
+    """A hand-driven order-entry session: logs on with ResetSeqNumFlag=Y, sends any bytes, and
+    collects every message the gateway answers (a reader thread; TestRequests answered)."""
+
+    def __init__(self, port: int, sender: str) -> None:
+        self.session = RawSession(port, sender=sender)
+        self.received: list[dict[int, bytes]] = []
+        self.closed = False
+        self._cond = threading.Condition()
+        self._send_lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                raw = self.session.read(timeout=60)
+            except (TimeoutError, OSError):
+                raw = None
+            with self._cond:
+                if raw is None:
+                    self.closed = True
+                    self._cond.notify_all()
+                    return
+                msg = parse(raw)
+                self.received.append(msg)
+                self._cond.notify_all()
+            if msg.get(35) == b"1":
+                self.send("35=0\x01112=" + msg.get(112, b"").decode("latin-1"))
+
+    def send(self, body: str | bytes) -> int:
+        """Send one message; returns the MsgSeqNum it went out with."""
+        with self._send_lock:
+            seq = self.session.seq
+            self.session.send(body)
+            return seq
+
+    def logon(self) -> None:
+        self.send("35=A\x0198=0\x01108=30\x01141=Y")
+        self.wait_for(lambda m: m.get(35) == b"A", "Logon reply")
+
+    def answers(self, seq: int, clordid: bytes | None = None, since: int = 0) -> list[dict[int, bytes]]:
+        """What the gateway sent about the message sent as ``seq`` (RefSeqNum or ClOrdID),
+        among the messages received from index ``since`` on."""
+        with self._cond:
+            return [m for m in self.received[since:] if m.get(45) == str(seq).encode()
+                    or (clordid is not None and m.get(35) in (b"8", b"9") and clordid in (m.get(11), m.get(41)))]
+
+    def wait_for(self, match: Any, what: str, timeout: float = 15.0) -> dict[int, bytes]:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for m in self.received:
+                    if match(m):
+                        return m
+                left = deadline - time.monotonic()
+                if left <= 0 or self.closed:
+                    raise AssertionError(f"no {what}; received {self.received[-5:]}")
+                self._cond.wait(min(left, 0.5))
+
+    def wait_answer(self, seq: int, clordid: bytes | None = None, timeout: float = 15.0,
+                    since: int = 0) -> dict[int, bytes]:
+        self.wait_for(lambda m: bool(self.answers(seq, clordid, since)), f"answer to MsgSeqNum {seq}", timeout)
+        return self.answers(seq, clordid, since)[0]
+
+    def close(self) -> None:
+        self.session.close()
+
+
+__all__ = ["GatewayProc", "FixClient", "RawFixClient", "RawTrader", "SOH", "wait_until", "http_status", "body_without",
+           "parse"]

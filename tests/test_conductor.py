@@ -240,3 +240,90 @@ def test_stp_mode_is_configurable(valkey: ValkeyProcess) -> None:
     submit_all(client, flow)
     run_until_idle(conductor(client, stp_mode=StpMode.CANCEL_MAKER))
     assert projected(stream_events(client)) == reference_events(flow, "cancel-maker")
+
+
+# --- poison: one bad command never stops the partition (issue 16) ---------------------------
+
+def place(command_id: str, order_id: str, side: Side = Side.BUY, price: int = 200) -> PlaceOrder:
+    return PlaceOrder(command_id, 0, 0, OrderPayload(order_id, side, OrderType.LIMIT, 1, price, owner="t/fsg/C1",
+                                                     client_order_id=order_id))
+
+
+def run_like_the_loop(c: Conductor, max_steps: int = 100) -> None:
+    """``Conductor.run`` without the thread: every failure is survived and the step retried."""
+    for _ in range(max_steps):
+        try:
+            if not c.step(block_ms=20):
+                return
+        except Exception:  # noqa: BLE001 (what run() does with it)
+            c.cell = None
+    raise AssertionError("conductor never went idle")
+
+
+def test_a_command_whose_text_cannot_be_stored_is_dead_lettered_and_the_partition_carries_on(
+        valkey: ValkeyProcess) -> None:
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    c = conductor(client)
+    poisoned = ('{"kind":"place","command_id":"bad","pair_id":0,"partition":0,"order":{"order_id":"o-bad",'
+                '"side":"buy","order_type":"limit","quantity":1,"price":200,"account":"\\udcff\\udcfeACC"}}')
+    client.xadd(KEYS.commands, {"command": poisoned})
+    submit_all(client, [place("good", "o-good")])
+    run_like_the_loop(c)
+    dead = client.xrange(KEYS.commands_dead_letter)
+    assert len(dead) == 1 and b"account is not valid Unicode text" in dead[0][1][b"reason"]
+    assert dead[0][1][b"command"] == poisoned.encode(), "kept as it came, for an operator to read"
+    assert [e.payload["orderId"] for e in stream_events(client)] == ["o-good"]
+    assert client.xpending(KEYS.commands, "matching-conductor")["pending"] == 0, "nothing left to loop on"
+    assert client.get(KEYS.processed_command("bad")) is None and c.ready()
+
+
+def test_a_command_the_cell_fails_on_is_rejected_to_its_owner_and_never_applied_again(
+        valkey: ValkeyProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    from matching.domain import Cell
+
+    real_apply = Cell.apply
+    calls: list[str] = []
+
+    def apply(self: Cell, command):  # type: ignore[no-untyped-def]
+        calls.append(command.command_id)
+        if command.command_id == "boom":
+            raise ZeroDivisionError("a domain bug")
+        return real_apply(self, command)
+
+    monkeypatch.setattr(Cell, "apply", apply)
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    c = conductor(client)
+    submit_all(client, [place("first", "o-1"), place("boom", "o-boom"), place("last", "o-2", Side.SELL, 201)])
+    run_like_the_loop(c)
+    events = {(e.payload["orderId"], str(e.type)): e.payload for e in stream_events(client)}
+    assert events[("o-boom", "order.rejected")]["reason"] == "cell-error"
+    assert events[("o-boom", "order.rejected")]["owner"] == "t/fsg/C1", "the owner hears about it"
+    assert ("o-1", "order.accepted") in events and ("o-2", "order.accepted") in events
+    assert calls.count("boom") == 1, "applied once, refused on the retry"
+    assert json.loads(client.get(KEYS.processed_command("boom")))["status"] == "rejected"
+    assert client.zcard(KEYS.book(0, Side.BUY)) == 1 and client.zcard(KEYS.book(0, Side.SELL)) == 1
+    assert c.ready()
+
+
+def test_a_batch_that_keeps_failing_is_narrowed_to_the_entry_at_fault_which_is_dead_lettered(
+        valkey: ValkeyProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    import matching.conductor as conductor_module
+
+    real = conductor_module.commit_commands
+
+    def commit(keys, staged, *args):  # type: ignore[no-untyped-def]
+        if any(s.command_id == "stuck" for s in staged):
+            raise ValueError("cannot stage this one")
+        return real(keys, staged, *args)
+
+    monkeypatch.setattr(conductor_module, "commit_commands", commit)
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    c = conductor(client)
+    submit_all(client, [place("a", "o-a"), place("stuck", "o-stuck"), place("b", "o-b", Side.SELL, 201)])
+    run_like_the_loop(c)
+    dead = client.xrange(KEYS.commands_dead_letter)
+    assert len(dead) == 1 and b"cannot stage this one" in dead[0][1][b"reason"]
+    assert b'"command_id":"stuck"' in dead[0][1][b"command"]
+    assert sorted(e.payload["orderId"] for e in stream_events(client)) == ["o-a", "o-b"]
+    assert client.xpending(KEYS.commands, "matching-conductor")["pending"] == 0
+    assert c.ready(), "serving again once the entry at fault is set aside"

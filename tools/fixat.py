@@ -146,11 +146,13 @@ class Connection:
             pass
 
 
-def frame(body: str, seq: int, sender: str, target: str, begin: str = "FIX.4.4") -> bytes:
-    """A complete message from ``35=X|…`` body text: header, BodyLength, SendingTime, CheckSum."""
-    msg_type, _, rest = body.partition("\x01")
-    return complete(f"8={begin}\x01{msg_type}\x0134={seq}\x0149={sender}\x0152={fix_time().decode()}\x01"
-                    f"56={target}\x01{rest}".encode())
+def frame(body: str | bytes, seq: int | str, sender: str, target: str, begin: str = "FIX.4.4") -> bytes:
+    """A complete message from ``35=X|…`` body text (or bytes, any byte allowed): header,
+    BodyLength, SendingTime, CheckSum."""
+    raw = body.encode() if isinstance(body, str) else body
+    msg_type, _, rest = raw.partition(SOH)
+    head = f"8={begin}\x01".encode() + msg_type + SOH
+    return complete(head + f"34={seq}\x0149={sender}\x0152={fix_time().decode()}\x0156={target}\x01".encode() + rest)
 
 
 class RawSession:
@@ -161,7 +163,7 @@ class RawSession:
         self.conn = Connection(host, port)
         self.sender, self.target, self.seq = sender, target, seq
 
-    def send(self, body: str) -> None:
+    def send(self, body: str | bytes) -> None:
         self.conn.send(frame(body, self.seq, self.sender, self.target))
         self.seq += 1
 
