@@ -177,6 +177,11 @@ class Conductor:
         self.metrics.lease_owned.set(1)
         log.info("partition %d: conductor lease taken by %s", self.partition, self.token)
         self.cell = None
+        # Whoever takes the lease — even one that held it before — first processes every
+        # entry still pending in the group (one consumer name per partition: a stalled
+        # predecessor's in-flight batch is in that list), in stream order, before new ones.
+        self._own_pending = True
+        self._isolate = False
         return True
 
     def _renew_if_due(self) -> None:

@@ -327,3 +327,23 @@ def test_a_batch_that_keeps_failing_is_narrowed_to_the_entry_at_fault_which_is_d
     assert sorted(e.payload["orderId"] for e in stream_events(client)) == ["o-a", "o-b"]
     assert client.xpending(KEYS.commands, "matching-conductor")["pending"] == 0
     assert c.ready(), "serving again once the entry at fault is set aside"
+
+
+def test_a_conductor_that_regains_the_lease_processes_what_its_predecessor_left_in_flight(
+        valkey: ValkeyProcess) -> None:
+    from matching.conductor import CONSUMER, GROUP
+
+    endpoint = RedisEndpoint(url=valkey.url)
+    first, second = cell_client(endpoint), cell_client(endpoint)
+    b = conductor(second, lease_ttl_ms=300)
+    assert b.step(block_ms=10) == 0 and b.has_lease  # b held the lease once, and found nothing pending
+    time.sleep(0.4)  # ...then stalled past its lease
+    a = conductor(first, lease_ttl_ms=300)
+    assert a.step(block_ms=10) == 0 and a.has_lease
+    submit_all(first, [place("in-flight", "o-flight")])
+    # a reads the command (it is now pending in the group) and stalls before committing it
+    assert first.xreadgroup(GROUP, CONSUMER, {KEYS.commands: ">"}, count=10)
+    time.sleep(0.4)
+    assert b.step(block_ms=10) == 1, "b, taking the lease again, processes the pending command first"
+    assert [e.payload["orderId"] for e in stream_events(first)] == ["o-flight"]
+    assert first.xpending(KEYS.commands, GROUP)["pending"] == 0
