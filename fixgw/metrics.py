@@ -27,3 +27,6 @@ class GatewayMetrics:
                                       ["session"], registry=r)
         self.refused_requests = Counter("fixgw_refused_requests", "Application messages refused with a reject",
                                         ["session", "reason"], registry=r)
+        self.events_out_of_order = Counter("fixgw_events_out_of_order", "Undelivered events that arrived behind a "
+                                           "newer event of their partition (a broken publisher guarantee)",
+                                           ["partition"], registry=r)

@@ -92,7 +92,7 @@ def run_outbox(settings: CellSettings, target_url: str | None, also: list[str]) 
 
     worker = OutboxWorker(data, control, partition, RedisStreamsPublisher(target, owner_routes(inbox_of, also)),
                           metrics=OutboxMetrics(partition), lease_ttl_ms=settings.lease_ttl_ms,
-                          lease_renew_s=settings.lease_ttl_ms / 3000)
+                          lease_renew_s=settings.lease_ttl_ms / 3000, durability=settings.durability_policy)
     http = CellHttp(settings.http_port, worker.metrics.registry, lambda: worker.has_lease).start()
     return _serve(http, f"outbox p{partition} draining {PartitionKeys(partition).events}", worker.run)
 

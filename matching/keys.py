@@ -61,6 +61,11 @@ class PartitionKeys:
         return f"{self.prefix}:outbox-lease"
 
     @property
+    def outbox_sync(self) -> str:
+        """Written by the outbox before its WAITAOF: the barrier that covers what it read."""
+        return f"{self.prefix}:outbox-sync"
+
+    @property
     def outbox_attempts(self) -> str:
         return f"{self.prefix}:outbox-attempts"
 
@@ -71,6 +76,12 @@ class PartitionKeys:
     @property
     def meta(self) -> str:
         return f"{self.prefix}:meta"
+
+
+def publisher_fence(stream: str) -> str:
+    """Beside each stream the outbox publishes to (same hash tag): partition → the epoch of the
+    only outbox worker that may publish that partition's events there."""
+    return f"{stream}:publishers"
 
 
 def book_member(priority: int, order_id: str) -> str:

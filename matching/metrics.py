@@ -51,5 +51,7 @@ class OutboxMetrics:
                                    registry=r).labels(p)
         self.pending = Gauge("matching_outbox_pending", "Entries delivered to the group, not yet acknowledged",
                              ["partition"], registry=r).labels(p)
+        self.not_durable = Counter("matching_outbox_not_durable", "Batches held back: WAITAOF did not confirm them",
+                                   ["partition"], registry=r).labels(p)
         self.lease_owned = Gauge("matching_outbox_lease_owned", "1 while this worker holds the outbox lease",
                                  ["partition"], registry=r).labels(p)

@@ -2,12 +2,22 @@
 
 1. Hold ``:outbox-lease`` (SET NX PX 10000, renewed every 3.3 s by compare-and-expire on
    a timer); without it, sleep and retry, and /ready answers 503.
-2. XAUTOCLAIM entries other consumers left pending for more than 30 s; publish those first.
-3. Never read ahead of this consumer's own pending entries.
+2. On taking the lease — and again every second — claim every entry pending in the group,
+   whoever it was delivered to (XAUTOCLAIM; at takeover with no idle time: the lease makes
+   that safe), so a dead or stalled predecessor's unpublished batch goes out first, at once.
+3. Never read ahead of this consumer's own pending entries: they are read (in stream order)
+   before anything new, and every error path leaves the worker re-reading them.
 4. Otherwise XREADGROUP COUNT 100 BLOCK 1000.
 5. An entry that is not a valid envelope goes to the dead-letter stream in one MULTI
    (XADD, XACK, XDEL).
-6. Publish the batch; only when every publish is confirmed, XACK + XDEL + HDEL attempts in
+6. In ``aof-replicated`` mode, publish nothing that is not durable: before each batch, a
+   write of our own and WAITAOF (``durable_barrier``) confirm that everything the primary
+   holds is fsynced locally and on a replica; after a failover, what the new primary holds
+   is confirmed again before it is published.
+7. Publish the batch, fenced (``PUBLISH_FENCED``): each worker takes a new epoch at every
+   stream it publishes to after taking the lease, and a stream refuses a partition's
+   publisher whose epoch is not the newest — a stalled former holder cannot publish after
+   its successor has. Only when every publish is confirmed, XACK + XDEL + HDEL attempts in
    one MULTI. A failed batch bumps each event's attempt counter and is retried after a
    jittered exponential backoff capped at 30 s, in the same order.
 
@@ -34,9 +44,11 @@ from redis.exceptions import RedisError, ResponseError
 from sessionstore.connection import RedisClient
 from sessionstore.scripts import RELEASE_LOCK, RENEW_LOCK  # a lease is a lock: same scripts
 
+from .config import Durability
 from .contracts import ContractError, Event, parse_event
-from .keys import PartitionKeys
+from .keys import PartitionKeys, publisher_fence
 from .metrics import OutboxMetrics
+from .storage import durable_barrier
 
 log = logging.getLogger("matching.outbox")
 
@@ -67,35 +79,98 @@ class PublishError(Exception):
     """The publisher could not confirm every message of a batch."""
 
 
+class PublisherFenced(PublishError):
+    """A newer outbox worker publishes this partition now: this one must stand down."""
+
+
 class Publisher(Protocol):
+    def begin_term(self, partition: int, still_holder: Callable[[], bool]) -> None:
+        """The worker has just taken the lease: publish under a new epoch from now on."""
+
     def publish(self, deliveries: Sequence[Delivery]) -> None:
         """Publish in order; return only when every message is confirmed, else raise PublishError."""
 
 
+# KEYS: the stream, its publisher fence (``publisher_fence``). ARGV: partition, the publisher's
+# epoch at this stream ('new' = take the next one), then per entry: messageId, causationId,
+# x-partition-offset, event. Appends every entry or none; returns the epoch used.
+PUBLISH_FENCED = """
+local epoch
+if ARGV[2] == 'new' then
+  epoch = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+else
+  epoch = tonumber(ARGV[2])
+  local current = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
+  if epoch ~= current then
+    return redis.error_reply('FENCED partition ' .. ARGV[1] .. ' publishes here with epoch ' .. current ..
+                             ', not ' .. epoch)
+  end
+end
+for i = 3, #ARGV, 4 do
+  redis.call('XADD', KEYS[1], '*', 'messageId', ARGV[i], 'causationId', ARGV[i+1], 'partition', ARGV[1],
+             'x-partition-offset', ARGV[i+2], 'event', ARGV[i+3])
+end
+return epoch
+"""
+
+
 class RedisStreamsPublisher:
-    """Publishes into Redis streams (the gateways' inboxes), routed per event."""
+    """Publishes into Redis streams (the gateways' inboxes), routed per event, fenced per stream."""
 
     def __init__(self, client: RedisClient, destinations: Callable[[Event], Iterable[str]]) -> None:
         self.client = client
         self.destinations = destinations
+        self._script = client.register_script(PUBLISH_FENCED)
+        self._partition = 0
+        self._still_holder: Callable[[], bool] = lambda: True
+        self._epochs: dict[str, int] = {}  # this term's epoch at each stream published to
+
+    def begin_term(self, partition: int, still_holder: Callable[[], bool]) -> None:
+        self._partition = partition
+        self._still_holder = still_holder
+        self._epochs.clear()
 
     def publish(self, deliveries: Sequence[Delivery]) -> None:
-        pipe = self.client.pipeline(transaction=False)
-        expected = 0
+        by_stream: dict[str, list[Delivery]] = {}  # each stream gets its events in stream order
         for d in deliveries:
-            body = {**d.headers, "event": d.event.encode()}
             for stream in dict.fromkeys(self.destinations(d.event)):
-                pipe.xadd(stream, body)
-                expected += 1
-        if not expected:
-            return
+                by_stream.setdefault(stream, []).append(d)
+        for retake in (True, False):
+            fenced = self._publish_once(by_stream)
+            if not fenced:
+                return
+            # Another worker took an epoch at these streams after our term began. If the lease
+            # is still ours it was a stalled former holder: take a newer epoch and publish again.
+            if not retake or not self._still_holder():
+                raise PublisherFenced(f"partition {self._partition}: fenced at {sorted(fenced)}")
+            for stream in fenced:
+                self._epochs.pop(stream, None)
+            by_stream = {stream: by_stream[stream] for stream in fenced}
+
+    def _publish_once(self, by_stream: dict[str, list[Delivery]]) -> list[str]:
+        """One round trip; returns the streams that refused us as fenced."""
+        if not by_stream:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        streams = list(by_stream)
+        for stream in streams:
+            args: list[str | int] = [self._partition, self._epochs.get(stream, "new")]
+            for d in by_stream[stream]:
+                args += [d.event.event_id, d.event.command_id, d.stream_id, d.event.encode()]
+            self._script(keys=[stream, publisher_fence(stream)], args=args, client=pipe)
         try:
             replies = pipe.execute(raise_on_error=False)
         except RedisError as exc:
             raise PublishError(f"publish failed: {exc}") from exc
-        failed = [r for r in replies if isinstance(r, Exception) or not r]
-        if failed or len(replies) != expected:
-            raise PublishError(f"{len(failed)} of {expected} publications not confirmed: {failed[:1]}")
+        fenced = []
+        for stream, reply in zip(streams, replies):
+            if isinstance(reply, Exception):
+                if str(reply).startswith("FENCED"):
+                    fenced.append(stream)
+                    continue
+                raise PublishError(f"publish to {stream} not confirmed: {reply}")
+            self._epochs[stream] = int(reply)
+        return fenced
 
 
 def owner_routes(inbox_of: Callable[[str], str], also: Sequence[str] = ()) -> Callable[[Event], list[str]]:
@@ -119,7 +194,8 @@ class OutboxWorker:
     def __init__(self, client: RedisClient, control: RedisClient, partition: int, publisher: Publisher, *,
                  metrics: OutboxMetrics | None = None, consumer: str | None = None,
                  lease_ttl_ms: int = LEASE_TTL_MS, lease_renew_s: float = LEASE_RENEW_S,
-                 claim_idle_ms: int = CLAIM_IDLE_MS, read_count: int = READ_COUNT) -> None:
+                 claim_idle_ms: int = CLAIM_IDLE_MS, read_count: int = READ_COUNT,
+                 durability: Durability | None = None) -> None:
         self.client = client  # data connection: stream reads, acks, dead letters
         self.control = control  # control connection: the lease
         self.keys = PartitionKeys(partition)
@@ -139,6 +215,8 @@ class OutboxWorker:
         self._attempt = 0
         self._next_claim = 0.0  # XAUTOCLAIM at most once a second: idle entries age in tens of seconds
         self._own_pending = True  # unknown at start; known empty once a read of "0" returns nothing
+        self._claim_all = True  # on taking the lease: every pending entry of the group becomes ours
+        self.durability = durability or Durability.named("memory")
 
     # --- lease ------------------------------------------------------------------------
 
@@ -154,8 +232,22 @@ class OutboxWorker:
         self._lease_until = sent + self.lease_ttl_ms / 1000
         self.metrics.lease_owned.set(1)
         log.info("partition %d: outbox lease taken by %s", self.partition, self.consumer)
+        self._claim_all = self._own_pending = True
+        self.publisher.begin_term(self.partition, self._still_holder)
         self._schedule_renewal()
         return True
+
+    def _still_holder(self) -> bool:
+        holder = self.control.get(self.keys.outbox_lease)
+        return holder is not None and holder.decode() == self.consumer
+
+    def _stand_down(self, why: str) -> None:
+        log.error("partition %d: outbox stands down: %s", self.partition, why)
+        if self._renewer is not None:
+            self._renewer.cancel()
+        self._lease_until = 0.0
+        self._own_pending = True
+        self.metrics.lease_owned.set(0)
 
     def _schedule_renewal(self) -> None:
         self._renewer = threading.Timer(self.lease_renew_s, self._renew_lease)
@@ -201,21 +293,28 @@ class OutboxWorker:
                 raise
 
     def step(self, block_ms: int = READ_BLOCK_MS) -> int:
-        """One turn of the loop; returns how many events were published."""
+        """One turn of the loop; returns how many events were published. Whatever fails on
+        the way (a read, a publish, the acknowledgement) leaves own pending to be read first."""
+        try:
+            return self._step(block_ms)
+        except BaseException:
+            self._own_pending = True
+            raise
+
+    def _step(self, block_ms: int) -> int:
         if not self.has_lease and not self.try_lease():
             return 0
         if time.monotonic() < self.retry_at:
             return 0
         entries: list[tuple[bytes, dict[bytes, bytes] | None]] = []
-        if time.monotonic() >= self._next_claim:
-            # 2. what dead consumers left behind, first
-            claimed = self.client.xautoclaim(self.keys.events, GROUP, self.consumer, self.claim_idle_ms,
-                                             start_id="0-0", count=self.read_count)
-            entries = [e for e in (claimed[1] if claimed else []) if e[1] is not None]
-            if not entries:
-                self._next_claim = time.monotonic() + 1.0
-        if not entries and self._own_pending:
-            # 3. our own pending (a failed batch) before anything new
+        if self._claim_all or time.monotonic() >= self._next_claim:
+            # 2. what other consumers left pending becomes ours; it is then read in stream order
+            if self._claim(0 if self._claim_all else self.claim_idle_ms):
+                self._own_pending = True
+            self._claim_all = False
+            self._next_claim = time.monotonic() + 1.0
+        if self._own_pending:
+            # 3. our own pending (a failed or claimed batch) before anything new
             reply = self.client.xreadgroup(GROUP, self.consumer, {self.keys.events: "0"}, count=self.read_count)
             entries = reply[0][1] if reply else []
             self._own_pending = bool(entries)
@@ -228,6 +327,33 @@ class OutboxWorker:
             return 0
         return self._deliver(entries)
 
+    def _claim(self, min_idle_ms: int) -> int:
+        """XAUTOCLAIM every entry pending for longer than ``min_idle_ms`` to this consumer."""
+        claimed, cursor = 0, "0-0"
+        while True:
+            # (not JUSTID: redis-py drops the cursor from a JUSTID reply)
+            reply = self.client.xautoclaim(self.keys.events, GROUP, self.consumer, min_idle_ms, start_id=cursor,
+                                           count=self.read_count)
+            claimed += len(reply[1])
+            cursor = reply[0].decode() if isinstance(reply[0], bytes) else reply[0]
+            if cursor == "0-0":
+                return claimed
+
+    def _durable(self) -> bool:
+        """aof-replicated: is everything the primary holds fsynced as the policy asks?"""
+        d = self.durability
+        if d.is_memory:
+            return True
+        local, replicas = durable_barrier(self.client, self.keys, d.local_fsyncs, d.replica_fsyncs, d.timeout_ms)
+        if local >= d.local_fsyncs and replicas >= d.replica_fsyncs:
+            return True
+        log.warning("partition %d: events not durable yet (WAITAOF %d %d confirmed local=%d replicas=%d); "
+                    "not published", self.partition, d.local_fsyncs, d.replica_fsyncs, local, replicas)
+        self.metrics.not_durable.inc()
+        self._own_pending = True
+        self.retry_at = time.monotonic() + 0.2
+        return False
+
     def _deliver(self, entries: list[tuple[bytes, dict[bytes, bytes] | None]]) -> int:
         deliveries: list[Delivery] = []
         for entry_id, fields in entries:
@@ -239,10 +365,13 @@ class OutboxWorker:
                 deliveries.append(Delivery(sid, parse_event(raw)))
             except ContractError as exc:
                 self._dead_letter(sid, fields or {}, str(exc))
-        if not deliveries:
+        if not deliveries or not self._durable():
             return 0
         try:
             self.publisher.publish(deliveries)
+        except PublisherFenced as exc:
+            self._stand_down(str(exc))
+            return 0
         except PublishError as exc:
             self._own_pending = True
             self._failed(deliveries, exc)
@@ -298,6 +427,9 @@ class OutboxWorker:
                 elif not published and time.monotonic() < self.retry_at:
                     stop.wait(min(0.2, self.retry_at - time.monotonic()))
             except RedisError as exc:
-                log.error("partition %d: outbox: Redis error: %s", self.partition, exc)
+                log.error("partition %d: outbox: Redis error: %s; re-reading own pending first", self.partition, exc)
+                stop.wait(0.5)
+            except Exception:  # noqa: BLE001 (the loop must outlive any one batch)
+                log.exception("partition %d: outbox step failed; re-reading own pending first", self.partition)
                 stop.wait(0.5)
         self.release()

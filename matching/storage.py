@@ -236,6 +236,24 @@ def wait_aof(send: Any, local: int, replicas: int, timeout_ms: int) -> tuple[int
             return got
 
 
+def durable_barrier(client: RedisClient, keys: PartitionKeys, local: int, replicas: int,
+                    timeout_ms: int) -> tuple[int, int]:
+    """Confirm that everything the partition's primary holds *now* is fsynced as the policy
+    asks: a write of our own, then WAITAOF on the same connection (WAITAOF covers a client's
+    own writes, and the replication stream is ordered, so our write's offset covers every
+    event written before it). Each slice repeats the write, as each may use a new connection."""
+    node = node_for(client, keys)
+    target = client.get_redis_connection(node) if node is not None else client  # type: ignore[union-attr]
+
+    def send(*waitaof: Any) -> Any:
+        pipe = target.pipeline(transaction=False)
+        pipe.set(keys.outbox_sync, time.time_ns())
+        pipe.execute_command(*waitaof)
+        return pipe.execute()[1]
+
+    return wait_aof(send, local, replicas, timeout_ms)
+
+
 def node_for(client: RedisClient, keys: PartitionKeys) -> Any:
     """In a cluster, the node that owns this partition's slot (WAITAOF must go there)."""
     if is_cluster(client):

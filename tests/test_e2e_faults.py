@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from collections import Counter
 from pathlib import Path
@@ -108,4 +109,52 @@ def test_a_logged_out_session_gets_its_reports_after_its_next_logon(tmp_path: Pa
             fill = wait_reports(again, "late-s", 1)[0]
             assert (fill[150], fill[39], fill[43]) == ("F", "2", "Y"), "delivered as a resend of the stored report"
         finally:
+            system.stop()
+
+
+def assert_in_order_per_order(client: DemoClient) -> None:
+    """Every order's reports arrive in the order the cell produced them: New first, then
+    fills with CumQty never going back."""
+    by_order: dict[str, list[dict[int, str]]] = {}
+    for r in reports(client):
+        if r[35] == "8" and r.get(150) != "I":
+            by_order.setdefault(r[37], []).append(r)
+    for order_id, rs in by_order.items():
+        assert rs[0][39] == "0", f"{client.name}: {order_id} reported {rs[0][39]} before New"
+        cums = [int(r[14]) for r in rs]
+        assert cums == sorted(cums), f"{client.name}: {order_id} CumQty went back: {cums}"
+
+
+def test_standby_cells_take_over_a_stalled_conductor_and_a_killed_outbox_in_order(tmp_path: Path) -> None:
+    from tests.system_helpers import CellProc
+
+    with standalone(aof=True) as server:
+        system = System(tmp_path, server, [server, server]).start()
+        standbys = [CellProc(role, 1, server.url, system.instruments, tmp_path / f"standby-{role}.log",
+                             target_url=server.url if role == "outbox" else None,
+                             also=["{e2e/dc}/inbox"] if role == "outbox" else None) for role in ("conductor", "outbox")]
+        try:
+            for s in standbys:
+                s.start()
+            c1, c2, dc = system.client("CLIENT1"), system.client("CLIENT2"), system.client("DROPCOPY")
+            cross(c1, c2, 10, "T14", "w")  # T14 is pair 23: partition 1
+            conductor = system.cells[("conductor", 1)]
+            assert conductor.proc is not None
+            conductor.proc.send_signal(signal.SIGSTOP)  # past its 2 s lease, a batch possibly in hand
+            cross(c1, c2, 10, "T14", "x", settle=False)
+            time.sleep(3)
+            system.cells[("outbox", 1)].kill()  # mid-flow, its batch unpublished or unacknowledged
+            cross(c1, c2, 10, "T14", "y", settle=False)
+            conductor.proc.send_signal(signal.SIGCONT)  # the stalled one wakes up fenced
+            time.sleep(0.5)
+            cross(c1, c2, 10, "T14", "z", settle=False)
+            standbys[0].kill()  # the successor dies in turn: the original, which held the lease before, regains it
+            for c in (c1, c2):
+                assert_exactly_once(c, 80)  # New + Fill for each of 40 orders
+                assert_in_order_per_order(c)
+            assert_exactly_once(dc, 160)
+            assert_in_order_per_order(dc)
+        finally:
+            for s in standbys:
+                s.stop()
             system.stop()

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+from redis.exceptions import RedisError
+
 
 from matching.contracts import Event, EventType, parse_event
 from matching.keys import PartitionKeys
@@ -135,3 +138,114 @@ def test_envelope_fields_are_what_consumers_dedupe_on() -> None:
     e = Event("c1:0", EventType.DEAL_EXECUTED, 3, 19, "c1", {"price": 1})
     assert json.loads(e.encode())["eventId"] == "c1:0"
     assert parse_event(e.encode()) == e
+
+
+# --- failover: nothing lost, nothing out of order, nothing before it is durable (issue 15) ----
+
+def test_a_killed_workers_unpublished_batch_goes_out_first_and_at_once(valkey: ValkeyProcess) -> None:
+    cell = valkey.client()
+    add_events(cell, 10)
+    dead = worker(cell, cell, consumer="dead")
+    dead.client.xreadgroup(GROUP, "dead", {KEYS.events: ">"}, count=4)  # read, then SIGKILLed
+    add_events(cell, 5, start=10)
+    successor = worker(cell, cell, consumer="successor")  # the default 30 s claim idle time
+    started = time.monotonic()
+    assert drain(successor) == 15
+    assert time.monotonic() - started < 5, "claimed at takeover, not after 30 s idle"
+    assert inbox_ids(cell) == [f"cmd{i}:0" for i in range(15)], "in stream order"
+
+
+def test_a_stalled_former_holder_cannot_publish_after_its_successor_has(valkey: ValkeyProcess) -> None:
+    with standalone() as gateway_store:
+        cell, target = valkey.client(), gateway_store.client()
+        old = worker(cell, target, consumer="old", lease_ttl_ms=300)
+        add_events(cell, 10)
+        assert old.step(block_ms=10) == 10  # old publishes under its epoch
+        add_events(cell, 5, start=10)
+        stalled = old.client.xreadgroup(GROUP, "old", {KEYS.events: ">"}, count=5)[0][1]
+        old._renewer.cancel()  # SIGSTOP: no renewals, the batch in hand unpublished
+        time.sleep(0.4)
+        new = worker(cell, target, consumer="new", lease_ttl_ms=300)
+        add_events(cell, 5, start=15)
+        assert drain(new) == 10, "the stalled batch and the new events, in order"
+        old._lease_until = time.monotonic() + 10  # it still believes it holds the lease
+        assert old._deliver(stalled) == 0, "refused at the stream: a newer epoch publishes here"
+        assert not old.has_lease, "and it stands down"
+        assert inbox_ids(target) == [f"cmd{i}:0" for i in range(20)] == inbox_ids(target, DC)
+
+
+def test_a_holder_fenced_by_a_stale_worker_takes_a_newer_epoch(valkey: ValkeyProcess) -> None:
+    cell = valkey.client()
+    holder = worker(cell, cell, consumer="holder")
+    add_events(cell, 3)
+    assert drain(holder) == 3
+    # a stale worker that never published before takes an epoch at the stream after ours
+    cell.hincrby("{fix/fsg}/inbox:publishers", "0", 1)
+    add_events(cell, 2, start=3)
+    assert drain(holder) == 2, "the lease is still ours: a newer epoch, published"
+    assert inbox_ids(cell) == [f"cmd{i}:0" for i in range(5)]
+
+
+def test_an_error_on_acknowledgement_leaves_the_batch_first_in_line(valkey: ValkeyProcess) -> None:
+    with standalone() as gateway_store:
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        cell = valkey.client(socket_timeout=0.2, retry=Retry(NoBackoff(), 0))  # the error reaches us
+        target = gateway_store.client()
+        routes = owner_routes(lambda owner: "{%s}/inbox" % "/".join(owner.split("/")[:2]))
+        inner = RedisStreamsPublisher(target, routes)
+
+        class PausesTheCellAfterPublishing:
+            """Publishes for real, then the cell stops taking writes: the ack cannot land."""
+
+            def __init__(self) -> None:
+                self.once = True
+
+            def begin_term(self, partition, still_holder):  # type: ignore[no-untyped-def]
+                inner.begin_term(partition, still_holder)
+
+            def publish(self, deliveries):  # type: ignore[no-untyped-def]
+                inner.publish(deliveries)
+                if self.once:
+                    self.once = False
+                    valkey.client().execute_command("CLIENT", "PAUSE", 1000, "WRITE")
+
+        w = OutboxWorker(cell, valkey.client(), 0, PausesTheCellAfterPublishing())
+        w.ensure_group()
+        add_events(cell, 5)
+        with pytest.raises(RedisError):
+            w.step(block_ms=10)
+        time.sleep(1.1)
+        add_events(valkey.client(), 3, start=5)
+        drain(w)
+        published = inbox_ids(target)
+        assert published[:5] == published[5:10] == [f"cmd{i}:0" for i in range(5)], \
+            "the unacknowledged batch again, before anything newer"
+        assert published[10:] == ["cmd5:0", "cmd6:0", "cmd7:0"]
+        assert valkey.client().xpending(KEYS.events, GROUP)["pending"] == 0
+
+
+def test_in_aof_replicated_mode_nothing_is_published_before_it_is_durable() -> None:
+    from matching.config import Durability
+
+    with standalone(aof=True, appendfsync="always") as primary, \
+            standalone(aof=True, appendfsync="always") as replica:
+        replica.client().execute_command("REPLICAOF", "127.0.0.1", primary.port)
+        deadline = time.monotonic() + 10
+        while replica.client().info("replication").get("master_link_status") != "up":
+            assert time.monotonic() < deadline, "replica never synced"
+            time.sleep(0.05)
+        cell = primary.client()
+        w = worker(cell, cell, durability=Durability.named("aof-replicated", 300))
+        replica.client().config_set("appendonly", "no")  # the replica can no longer fsync our events
+        add_events(cell, 4)
+        for _ in range(3):
+            assert w.step(block_ms=10) == 0
+        assert inbox_ids(cell) == [] and w.metrics.not_durable._value.get() >= 1
+        replica.client().config_set("appendonly", "yes")
+        deadline = time.monotonic() + 15
+        while not inbox_ids(cell) and time.monotonic() < deadline:
+            w.step(block_ms=10)
+            time.sleep(0.05)
+        assert inbox_ids(cell) == [f"cmd{i}:0" for i in range(4)], "published once a replica has them on disk"
