@@ -3,7 +3,8 @@
 Owns the persistence callbacks (DESIGN §4): ``toApp``/``toAdmin`` commit each outbound
 message (and its sequence numbers) to the session store before QuickFIX sends it —
 resends carrying PossDupFlag=Y are already stored and skipped; ``fromApp``/``fromAdmin``
-record the next expected target sequence number; a reset in QuickFIX (ResetSeqNumFlag,
+record the next expected target sequence number (written behind, coalesced: ``targets``);
+a reset in QuickFIX (ResetSeqNumFlag,
 ResetOnLogon/Logout/Disconnect, a new session period) resets Redis too. What the
 messages *mean* is a ``Behaviour``'s business (AT echo, order entry); this file must not
 know it.
@@ -39,6 +40,7 @@ from .config import SessionConfig
 from .fixmsg import business_reject, wire_bytes
 from .inputs import MAX_SEQ_NUM, logon_problem
 from .metrics import GatewayMetrics
+from .targets import TargetRecorder
 
 log = logging.getLogger("fixgw.session")
 
@@ -127,7 +129,10 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
         self.watch = CallbackWatch()
         self._last_sent = dict(last_sent)  # our view of lastSentSeqNum per session, to spot resets
         self._logon_target: dict[SessionKey, int] = {}
-        self._lock = threading.Lock()
+        # Per session, not process-wide: a session's outbound numbers are checked and stored in
+        # order, and no session waits for another's round trip.
+        self._persist_locks = {cfg.key(namespace): threading.Lock() for cfg in sessions.values()}
+        self.targets = TargetRecorder(fatal, lambda key, target: metrics.target_seq.labels(str(key)).set(target))
         # Held by any thread but a session's own while it calls into that session, so the
         # restore after a refused Logon never runs beside a dispatcher send.
         self._send_locks = {text: threading.Lock() for text in sessions}
@@ -292,7 +297,7 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
             return  # a resend: the original is stored already
         seq = int(header.getField(MSG_SEQ_NUM))
         raw = wire_bytes(message)
-        with self._lock:
+        with self._persist_locks[key]:
             last = self._last_sent.get(key, 0)
             if seq == 1 and last >= 1:
                 # QuickFIX only numbers a message 1 after it has reset its own store (ResetSeqNumFlag,
@@ -317,7 +322,8 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
 
     def _reset(self, key: SessionKey, store: SessionStore, next_target: int) -> None:
         try:
-            store.reset(key, next_target=next_target)
+            with self.targets.resetting(key):
+                store.reset(key, next_target=next_target)
         except StoreError as exc:
             self.fatal(f"{key}: cannot reset the stored session: {exc}")
         self._last_sent[key] = 0
@@ -353,8 +359,7 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
             return
         if msg_type == "A":
             self._logon_target[key] = target
-        store.set_next_target_seq_num(key, target)
-        self.metrics.target_seq.labels(str(key)).set(target)
+        self.targets.record(key, store, target)  # written behind, off this thread (targets.py)
 
     def kick(self, sid: fix.SessionID, reason: str) -> None:
         """Log the session out with ``reason`` (QuickFIX sends the Logout on its next tick)."""

@@ -161,6 +161,8 @@ class Gateway:
             self.active.clear()
             self.acceptor.stop()
             self.acceptor = None
+        if self.application is not None:
+            self.application.targets.stop()  # the last inbound numbers, before the lock goes
         for kind, lock in self.locks.items():
             lock.release()
             self.metrics.lock_held.labels(kind).set(0)

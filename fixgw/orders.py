@@ -26,11 +26,11 @@ from typing import Any
 import quickfix as fix
 from redis.exceptions import RedisError, ResponseError
 
-from matching.conductor import submit
-from matching.contracts import Event, encode_command, parse_command, parse_event
+from matching.conductor import command_entry, submit
+from matching.contracts import Command, Event, encode_command, parse_command, parse_event
 from matching.instruments import InstrumentTable
 from sessionstore import GatewayKey, SessionKey, SessionStore, StoreError, connect
-from sessionstore.connection import RedisClient
+from sessionstore.connection import RedisClient, is_cluster
 
 from . import translation as tr
 from .application import delivering
@@ -47,15 +47,21 @@ INCORRECT_DATA_FORMAT = "6"  # SessionRejectReason
 
 
 class CommandRouter:
-    """Publishes each command to its partition's datastore (the partition map)."""
+    """Publishes each command to its partition's datastore (the partition map). A partition
+    ``colocated`` with the session store (same datastore, not a Cluster) takes its commands
+    in the same script as the ClOrdID claim."""
 
-    def __init__(self, clients: dict[int, RedisClient], partition_count: int) -> None:
+    def __init__(self, clients: dict[int, RedisClient], partition_count: int,
+                 colocated: frozenset[int] = frozenset()) -> None:
         self.clients = clients
         self.partition_count = partition_count
+        self.colocated = colocated
 
     def publish(self, raw_command: str) -> None:
-        cmd = parse_command(raw_command, self.partition_count)
-        submit(self.clients[cmd.partition], cmd, self.partition_count)
+        self.publish_command(parse_command(raw_command, self.partition_count))
+
+    def publish_command(self, command: Command) -> None:
+        submit(self.clients[command.partition], command, self.partition_count)
 
 
 class OrderEntryBehaviour:
@@ -75,7 +81,8 @@ class OrderEntryBehaviour:
         for p in range(link.partition_count):
             endpoint = link.endpoint(p, gateway.store_settings)
             clients[p] = gateway.client if endpoint is gateway.store_settings else connect(endpoint)
-        self.router = CommandRouter(clients, link.partition_count)
+        colocated = frozenset(p for p, c in clients.items() if c is gateway.client and not is_cluster(c))
+        self.router = CommandRouter(clients, link.partition_count, colocated)
         self.dispatcher = Dispatcher(self, gateway)
         self.dispatcher.start()
 
@@ -135,20 +142,38 @@ class OrderEntryBehaviour:
         return tr.OrderView.from_dict(record["view"]) if record.get("view") else None
 
     def _claim_and_publish(self, store: SessionStore, key: SessionKey, clordid: str, record: dict[str, Any],
-                           possdup: bool) -> str:
+                           command: Command, possdup: bool) -> str:
         """'new' (published), 'duplicate' (refuse), 'resent' (republished, answer with status),
         or 'unavailable' (fail fast: refuse)."""
+        value = json.dumps(record)
+        colocated = command.partition in self.router.colocated
         try:
-            if not store.claim_clordid(key, clordid, json.dumps(record), self.window_ms):
+            if colocated:  # one round trip, and the claim and the command land together or not at all
+                stream, fields = command_entry(command, self.router.partition_count)
+                claimed = store.claim_clordid_and_append(key, clordid, value, self.window_ms, stream, fields)
+            else:
+                claimed = store.claim_clordid(key, clordid, value, self.window_ms)
+            if not claimed:
                 if not possdup:
                     return "duplicate"
                 first = self._record(store, key, clordid)
                 if first is not None and first.get("command"):
                     self.router.publish(first["command"])  # same command id: never a second order
                 return "resent"
-            self.router.publish(record["command"])
+            if not colocated:
+                self.router.publish_command(command)
             return "new"
         except (StoreError, RedisError) as exc:
+            if colocated:
+                # Atomic: if the claim is there, so is the command, and the cell will answer.
+                try:
+                    if store.clordid_record(key, clordid) == value:
+                        return "new"
+                except StoreError:
+                    log.error("%s: ClOrdID %s: outcome unknown (store unreachable); refused", key, clordid)
+                    return "unavailable"
+                log.error("%s: ClOrdID %s refused, store unavailable: %s", key, clordid, exc)
+                return "unavailable"
             log.error("%s: ClOrdID %s refused, store or matching unavailable: %s", key, clordid, exc)
             try:
                 store.forget_clordid(key, clordid)
@@ -170,7 +195,7 @@ class OrderEntryBehaviour:
         assert req.view is not None
         record = {"orderId": req.view.order_id, "pairId": req.command.pair_id,
                   "command": encode_command(req.command), "view": req.view.to_dict()}
-        outcome = self._claim_and_publish(store, key, clordid, record, possdup)
+        outcome = self._claim_and_publish(store, key, clordid, record, req.command, possdup)
         if outcome == "new":
             return
         if outcome == "resent":
@@ -208,7 +233,7 @@ class OrderEntryBehaviour:
         assert view is not None and original is not None
         record = {"orderId": view.order_id, "pairId": pair, "command": encode_command(req.command),
                   "view": view.to_dict()}
-        outcome = self._claim_and_publish(store, key, clordid, record, possdup)
+        outcome = self._claim_and_publish(store, key, clordid, record, req.command, possdup)
         if outcome in ("new", "resent"):
             return
         reason = "duplicate-order" if outcome == "duplicate" else "store-unavailable"

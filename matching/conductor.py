@@ -417,11 +417,17 @@ class Conductor:
                                    f"local={waited[0]} replicas={waited[1]}")
 
 
-def submit(client: RedisClient, command: Command, partition_count: int) -> str:
-    """Append a command to its partition's stream (what a producer such as the gateway does)."""
+def command_entry(command: Command, partition_count: int) -> tuple[str, dict[str, str]]:
+    """Where a producer appends ``command`` and the entry's fields; the route is checked."""
     if command.partition != partition_of(command.pair_id, partition_count):
         raise ContractError(f"command {command.command_id} routed to partition {command.partition}, "
                             f"pair {command.pair_id} belongs to {partition_of(command.pair_id, partition_count)}")
-    entry_id = client.xadd(PartitionKeys(command.partition).commands, {"command": encode_command(command)})
+    return PartitionKeys(command.partition).commands, {"command": encode_command(command)}
+
+
+def submit(client: RedisClient, command: Command, partition_count: int) -> str:
+    """Append a command to its partition's stream (what a producer such as the gateway does)."""
+    stream, fields = command_entry(command, partition_count)
+    entry_id = client.xadd(stream, fields)  # type: ignore[arg-type]
     return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
 

@@ -78,6 +78,17 @@ if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then return 1 end
 return 0
 """
 
+# The ClOrdID claim and the request it admits, as one step, for a stream on the same datastore
+# (standalone or Sentinel: the keys carry different hash tags, so never on a Cluster).
+# KEYS: owner, clordid key, stream. ARGV: epoch, value, window ms, then the entry's
+# field/value pairs. Returns the entry id, or 0 when the ClOrdID was seen (nothing appended).
+CLAIM_AND_APPEND = _FENCE + """
+if not redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then return 0 end
+local entry = {}
+for i = 4, #ARGV do entry[#entry + 1] = ARGV[i] end
+return redis.call('XADD', KEYS[3], '*', unpack(entry))
+"""
+
 # KEYS: owner, state. ARGV: epoch, then field/value pairs of the state hash.
 UPDATE_STATE = _FENCE + """
 for i = 2, #ARGV, 2 do

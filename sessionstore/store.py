@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from redis.client import Pipeline
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -28,7 +29,7 @@ from .codec import (
     encode_seq_field,
     encode_state_field,
 )
-from .connection import RedisClient
+from .connection import RedisClient, is_cluster
 from .errors import FencedWrite, NotReplicated, SequenceReuse, StoreError, StoreUnavailable
 from .keys import CHUNK_SIZE, SessionKey, chunk_index
 
@@ -73,7 +74,8 @@ def _translated() -> Iterator[None]:
     try:
         yield
     except ResponseError as exc:
-        text = str(exc)
+        # A pipeline (replicaAcks, batched writes) reports "Command # N (...) of pipeline caused error: <reply>"
+        text = str(exc).split("caused error: ", 1)[-1]
         if text.startswith("FENCED"):
             raise FencedWrite(text) from None
         if text.startswith("SEQREUSE"):
@@ -102,6 +104,7 @@ class SessionStore:
         self._stamp = client.register_script(scripts.STAMP_OWNER)
         self._deliver = client.register_script(scripts.COMMIT_DELIVERY)
         self._claim = client.register_script(scripts.CLAIM_CLORDID)
+        self._claim_append = client.register_script(scripts.CLAIM_AND_APPEND)
 
     # --- writes -----------------------------------------------------------------------
 
@@ -162,6 +165,18 @@ class SessionStore:
         return int(self._write(lambda c: self._claim(client=c, keys=[session.owner, session.clordid(clordid)],
                                                    args=[self.fence.epoch, value, window_ms]))) == 1
 
+    def claim_clordid_and_append(self, session: SessionKey, clordid: str, value: str, window_ms: int,
+                                 stream: str, fields: dict[str, str]) -> bool:
+        """``claim_clordid`` and, only for a first use, the append of ``fields`` to ``stream``,
+        atomically (one round trip): either both happened or neither. ``stream`` must live on
+        this store's datastore, and that datastore must not be a Cluster."""
+        args: list[Any] = [self.fence.epoch, value, window_ms]
+        for name, field_value in fields.items():
+            args += [name, field_value]
+        reply = self._write(lambda c: self._claim_append(client=c, keys=[session.owner, session.clordid(clordid), stream],
+                                                         args=args))
+        return reply not in (0, b"0")
+
     def clordid_record(self, session: SessionKey, clordid: str) -> str | None:
         with _translated():
             raw = self.client.get(session.clordid(clordid))
@@ -191,6 +206,24 @@ class SessionStore:
     def set_next_target_seq_num(self, session: SessionKey, seq_num: int) -> None:
         """The next sequence number expected from the counterparty."""
         self._update_state(session, {"targetSeqNum": seq_num})
+
+    def set_next_target_seq_nums(self, targets: dict[SessionKey, int]) -> None:
+        """Several sessions' next expected numbers in one round trip (each write fenced)."""
+        if not targets:
+            return
+        if is_cluster(self.client):  # redis-py's cluster pipeline refuses scripts: one write each
+            for session, seq_num in targets.items():
+                self.set_next_target_seq_num(session, seq_num)
+            return
+
+        def send(c: Any) -> Any:
+            pipe = c if isinstance(c, Pipeline) else c.pipeline(transaction=False)
+            for session, seq_num in targets.items():
+                self._update(client=pipe, keys=[session.owner, session.state],
+                             args=[self.fence.epoch, "targetSeqNum", encode_state_field("targetSeqNum", seq_num)])
+            return None if pipe is c else pipe.execute()
+
+        self._write(send)
 
     def set_next_sender_seq_num(self, session: SessionKey, seq_num: int) -> None:
         """Move senderSeqNum forward without a message (e.g. SequenceReset we issue)."""

@@ -176,3 +176,28 @@ def test_clordid_window_remembers_the_first_use(store: SessionStore) -> None:
     stale = SessionStore(store.client, FixedEpoch(99))
     with pytest.raises(FencedWrite):
         stale.claim_clordid(session, "B1", "{}", 60_000)
+
+
+def test_several_sessions_targets_in_one_round_trip_each_fenced(store: SessionStore) -> None:
+    a, b = claimed(store), claimed(store)
+    store.set_next_target_seq_nums({a: 17, b: 4})
+    assert (store.load_state(a).target_seq_num, store.load_state(b).target_seq_num) == (17, 4)
+    stale = SessionStore(store.client, FixedEpoch(0))
+    with pytest.raises(FencedWrite):
+        stale.set_next_target_seq_nums({a: 99})
+    assert store.load_state(a).target_seq_num == 17
+
+
+def test_a_claim_and_its_append_land_together_or_not_at_all(shared_standalone) -> None:  # type: ignore[no-untyped-def]
+    store = SessionStore(connect(RedisEndpoint(url=shared_standalone.url)), FixedEpoch(1))
+    session = claimed(store)
+    stream = f"test:{{{uuid.uuid4().hex}}}:commands"
+    assert store.claim_clordid_and_append(session, "c1", "rec", 60_000, stream, {"command": "one"})
+    assert not store.claim_clordid_and_append(session, "c1", "rec2", 60_000, stream, {"command": "two"})
+    entries = store.client.xrange(stream)
+    assert [f[b"command"] for _, f in entries] == [b"one"], "a second use appends nothing"
+    assert store.clordid_record(session, "c1") == "rec"
+    with pytest.raises(FencedWrite):
+        SessionStore(store.client, FixedEpoch(0)).claim_clordid_and_append(session, "c2", "r", 1000, stream,
+                                                                           {"command": "x"})
+    assert store.client.xlen(stream) == 1 and store.clordid_record(session, "c2") is None
