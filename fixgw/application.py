@@ -28,12 +28,15 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from collections import deque
 from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import quickfix as fix
 
-from sessionstore import NotReplicated, OutboundRecord, SessionKey, SessionStore, StoreError
+from sessionstore import NotReplicated, OutboundRecord, SequenceReuse, SessionKey, SessionStore, StoreError
 from sessionstore.codec import StoreCorruption
 
 from .config import SessionConfig
@@ -44,7 +47,18 @@ from .targets import TargetRecorder
 
 log = logging.getLogger("fixgw.session")
 
-POSS_DUP, MSG_SEQ_NUM, MSG_TYPE, RESET_SEQ_NUM_FLAG, NEW_SEQ_NO = 43, 34, 35, 141, 36
+POSS_DUP, MSG_SEQ_NUM, MSG_TYPE, SENDING_TIME, RESET_SEQ_NUM_FLAG, NEW_SEQ_NO = 43, 34, 35, 52, 141, 36
+
+
+# Fault tests only (tests/test_e2e_faults.py): the process ends between a batch's commit and
+# its sends for this session (``namespace/gateway/name``), as a SIGKILL there would.
+CRASH_AFTER_BATCH_COMMIT = os.environ.get("FIXGW_TEST_CRASH_AFTER_BATCH_COMMIT", "")
+
+
+def sending_time() -> str:
+    """SendingTime as QuickFIX writes it (UTC, milliseconds)."""
+    now = datetime.now(UTC)
+    return now.strftime("%Y%m%d-%H:%M:%S.") + f"{now.microsecond // 1000:03d}"
 # What QuickFIX understands when a callback raises it (DoNotSend, RejectLogon, the
 # session-level rejects); anything else raised into the bindings hangs the session.
 QUICKFIX_SIGNAL = fix.FIXException
@@ -64,23 +78,18 @@ def _field(fields: Any, tag: int) -> str | None:
     return fields.getField(tag) if fields.isSetField(tag) else None
 
 
-_delivery = threading.local()
+@dataclass(slots=True)
+class Delivery:
+    """One event's message for one session, handed to ``GatewayApplication.deliver``."""
 
-
-class AlreadyDelivered(Exception):
-    """The session's inbox already holds this event: the message was sent before."""
-
-
-@contextmanager
-def delivering(inbox_id: str, order_id: str = "", order_view: str = "") -> Iterator[None]:
-    """Mark the application message sent inside this block as the delivery of one event:
-    ``toApp`` then stores it together with the inbox entry and the order's new view, or
-    vetoes it when the inbox already has it (exactly once per session, across crashes)."""
-    _delivery.current = (inbox_id, order_id, order_view)
-    try:
-        yield
-    finally:
-        _delivery.current = None
+    message: fix.Message  # body and MsgType; the header is the gateway's to fill
+    msg_type: str
+    inbox_id: str  # what the session's inbox records: each event reaches a session once
+    order_id: str = ""
+    order_view: str = ""  # the order's view after this message ('' = unchanged)
+    seq: int = 0  # the number it was committed under (0: not committed ahead)
+    raw: bytes = b""  # the message exactly as committed
+    sending_time: str = ""
 
 
 def die(reason: str, code: int = 4) -> None:
@@ -136,6 +145,13 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
         # Held by any thread but a session's own while it calls into that session, so the
         # restore after a refused Logon never runs beside a dispatcher send.
         self._send_locks = {text: threading.Lock() for text in sessions}
+        # Group commit (DESIGN §7): the deliveries a thread is sending to a session, in order,
+        # for toApp to recognise; the highest number each session has put on the wire; and the
+        # numbers of the last batch sent, whose unsent marks the next batch removes.
+        self._in_flight: dict[str, tuple[int, deque[Delivery]]] = {}
+        self._sent_up_to = dict(last_sent)
+        self._sent_marks: dict[SessionKey, list[int]] = {}
+        self._delivery_failed: set[str] = set()
         self._silent_since: dict[str, float] = {}  # sessions held by a connection not logged on
 
     # --- lookups ----------------------------------------------------------------------
@@ -153,9 +169,78 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
         self.metrics.callback_errors.labels(self._name(sid), where).inc()
 
     def send(self, message: fix.Message, sid: fix.SessionID) -> bool:
-        """sendToTarget from a thread other than the session's own (e.g. the dispatcher)."""
+        """sendToTarget from a thread other than the session's own."""
         with self._send_locks[sid.toString()]:
             return bool(fix.Session.sendToTarget(message, sid))
+
+    def deliver(self, sid: fix.SessionID, deliveries: list[Delivery]) -> None:
+        """Group commit, then send (DESIGN §7): every message of the batch, its inbox entry and
+        its order view are committed in one script under the numbers QuickFIX will give them,
+        then sent; ``toApp`` only checks each one is what was committed. A delivery already in
+        the session's inbox (sent before a crash) is dropped. If QuickFIX gives a number to a
+        message of its own meanwhile, the rest fall back to one commit each (``_persist``).
+        Raises StoreError when a message could not be stored: its entry is then retried."""
+        text = sid.toString()
+        cfg, key, store = self._session(sid)
+        session = fix.Session.lookupSession(sid)
+        with self._send_locks[text]:
+            pending = list(deliveries)
+            while pending:
+                with self._persist_locks[key]:
+                    first = session.getExpectedSenderNum() if session is not None else 0
+                    stamp = sending_time()
+                    for i, d in enumerate(pending):
+                        self._prepare(cfg, d, first + i, stamp)
+                    records = [(OutboundRecord(d.seq, time.time_ns(), d.msg_type.encode(), d.raw), d.inbox_id,
+                                d.order_id, d.order_view) for d in pending]
+                    try:
+                        done = store.commit_batch(key, records, self._sent_marks.get(key, []))
+                    except SequenceReuse as exc:
+                        # QuickFIX and Redis disagree on the next number (numbers committed ahead
+                        # were never used): send one by one, each displacing what is unsent.
+                        log.warning("%s: group commit not possible (%s); one commit per message", key, exc)
+                        sent = store.delivered_many(key, [d.inbox_id for d in pending])
+                        pending = [d for d in pending if d.inbox_id not in sent]
+                        for d in pending:
+                            d.seq = 0
+                        break
+                    if done:
+                        pending = [d for d in pending if d.inbox_id not in done]
+                        continue
+                    self._sent_marks.pop(key, None)
+                    self._last_sent[key] = max(self._last_sent.get(key, 0), pending[-1].seq)
+                    break
+            if pending and CRASH_AFTER_BATCH_COMMIT == str(key):  # fault tests: dead between commit and send
+                die(f"FIXGW_TEST_CRASH_AFTER_BATCH_COMMIT={key}", 9)
+            if not pending:
+                return
+            self._in_flight[text] = (threading.get_ident(), deque(pending))
+            self._delivery_failed.discard(text)
+            try:
+                for d in pending:
+                    fix.Session.sendToTarget(d.message, sid)
+            finally:
+                self._in_flight.pop(text, None)
+            self._sent_marks[key] = [d.seq for d in pending if d.seq]
+            if text in self._delivery_failed:
+                raise StoreError(f"{key}: a delivery was not stored; its entry is retried")
+
+    def _prepare(self, cfg: SessionConfig, d: Delivery, seq: int, stamp: str) -> None:
+        """Fill ``d``'s header as QuickFIX will at send time, under ``seq``; keep its bytes."""
+        header = d.message.getHeader()
+        header.setField(fix.BeginString(cfg.begin_string))
+        header.setField(fix.SenderCompID(cfg.sender_comp_id))
+        header.setField(fix.TargetCompID(cfg.target_comp_id))
+        header.setField(fix.MsgSeqNum(seq))
+        header.setField(fix.StringField(SENDING_TIME, stamp))
+        d.seq, d.raw, d.sending_time = seq, wire_bytes(d.message), stamp
+
+    def _in_flight_delivery(self, sid: fix.SessionID) -> Delivery | None:
+        """The delivery this thread is sending to ``sid`` right now, if any (in order)."""
+        entry = self._in_flight.get(sid.toString())
+        if entry is None or entry[0] != threading.get_ident() or not entry[1]:
+            return None
+        return entry[1].popleft()
 
     # --- QuickFIX callbacks -----------------------------------------------------------
 
@@ -196,10 +281,9 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
 
     def toApp(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
         with self.watch.running(f"toApp {self._name(sid)}"):
+            delivery = self._in_flight_delivery(sid)
             try:
-                self._persist(message, sid, getattr(_delivery, "current", None))
-            except AlreadyDelivered:
-                raise fix.DoNotSend() from None
+                self._persist(message, sid, delivery)
             except NotReplicated as exc:
                 # Stored, so its number is used: sending nothing and going on would reuse it. Stop;
                 # the successor resends it from Redis when the counterparty asks.
@@ -209,6 +293,8 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
                 log.error("%s: message not stored, so not sent; disconnecting: %s: %s", key,
                           type(exc).__name__, exc)
                 self.metrics.store_failures.labels(key).inc()
+                if delivery is not None:
+                    self._delivery_failed.add(sid.toString())
                 threading.Thread(target=self._disconnect, args=(sid,), daemon=True).start()
                 raise fix.DoNotSend() from None
 
@@ -287,8 +373,7 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
 
     # --- persistence ------------------------------------------------------------------
 
-    def _persist(self, message: fix.Message, sid: fix.SessionID,
-                 delivery: tuple[str, str, str] | None = None) -> None:
+    def _persist(self, message: fix.Message, sid: fix.SessionID, delivery: Delivery | None = None) -> None:
         header = message.getHeader()
         cfg, key, store = self._session(sid)
         msg_type = header.getField(MSG_TYPE)
@@ -296,8 +381,17 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
         if _field(header, POSS_DUP) == "Y":
             return  # a resend: the original is stored already
         seq = int(header.getField(MSG_SEQ_NUM))
-        raw = wire_bytes(message)
         with self._persist_locks[key]:
+            if delivery is not None and delivery.seq == seq:
+                # Committed ahead under this very number: the same bytes go out, or it is a miss.
+                header.setField(fix.StringField(SENDING_TIME, delivery.sending_time))
+                if wire_bytes(message) == delivery.raw:
+                    self._sent_up_to[key] = seq
+                    self.metrics.sender_seq.labels(str(key)).set(seq + 1)
+                    return
+            if delivery is not None and delivery.seq:
+                self.metrics.group_commit_misses.labels(str(key)).inc()
+            raw = wire_bytes(message)
             last = self._last_sent.get(key, 0)
             if seq == 1 and last >= 1:
                 # QuickFIX only numbers a message 1 after it has reset its own store (ResetSeqNumFlag,
@@ -311,13 +405,19 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
                     return
                 # ...for a Logon it accepted: Redis starts a new FIX session too, first.
                 self._reset(key, store, next_target=self._logon_target.pop(key, 1))
-            # any other number at or below the last sent is refused by the store (SequenceReuse)
+                last = 0
             record = OutboundRecord(seq, time.time_ns(), msg_type.encode(), raw)
-            if delivery is None:
+            if seq > last and delivery is None:
                 store.commit_outbound(key, record)
-            elif not store.commit_delivery(key, record, *delivery):
-                raise AlreadyDelivered(delivery[0])
-            self._last_sent[key] = max(seq, self._last_sent.get(key, 0))
+            else:
+                # A number a batch committed ahead but nobody sent (or a delivery that lost its
+                # number to such a message): the store checks it is unsent and frees the
+                # displaced delivery's inbox entry. Anything else is refused (SequenceReuse).
+                store.commit_displacing(key, record, self._sent_up_to.get(key, 0),
+                                        *((delivery.inbox_id, delivery.order_id, delivery.order_view)
+                                          if delivery is not None else ()))
+            self._last_sent[key] = max(seq, last)
+            self._sent_up_to[key] = seq
         self.metrics.sender_seq.labels(str(key)).set(seq + 1)
 
     def _reset(self, key: SessionKey, store: SessionStore, next_target: int) -> None:
@@ -326,7 +426,8 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
                 store.reset(key, next_target=next_target)
         except StoreError as exc:
             self.fatal(f"{key}: cannot reset the stored session: {exc}")
-        self._last_sent[key] = 0
+        self._last_sent[key] = self._sent_up_to[key] = 0
+        self._sent_marks.pop(key, None)
         log.info("%s: new FIX session: stored sequence numbers reset", key)
 
     def _record_inbound_safely(self, message: fix.Message, sid: fix.SessionID) -> None:

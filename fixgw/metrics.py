@@ -30,3 +30,6 @@ class GatewayMetrics:
         self.events_out_of_order = Counter("fixgw_events_out_of_order", "Undelivered events that arrived behind a "
                                            "newer event of their partition (a broken publisher guarantee)",
                                            ["partition"], registry=r)
+        self.group_commit_misses = Counter("fixgw_group_commit_misses", "Deliveries committed ahead that went out "
+                                           "under another number or other bytes (stored again, one by one)",
+                                           ["session"], registry=r)

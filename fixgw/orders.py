@@ -33,7 +33,7 @@ from sessionstore import GatewayKey, SessionKey, SessionStore, StoreError, conne
 from sessionstore.connection import RedisClient, is_cluster
 
 from . import translation as tr
-from .application import delivering
+from .application import Delivery
 from .config import SessionConfig
 from .fixmsg import build, message_fields, session_reject
 from .inputs import text_problem
@@ -302,24 +302,54 @@ class Dispatcher(threading.Thread):
                     continue
                 for stream, entries in reply or []:
                     stream_name = stream.decode() if isinstance(stream, bytes) else stream
-                    for entry_id, fields in entries:
-                        self.dispatch(self.streams[stream_name], fields)
                     if entries:
+                        self.dispatch(self.streams[stream_name], [fields for _, fields in entries])
                         self.client.xack(stream_name, GROUP, *[e for e, _ in entries])
             except (RedisError, StoreError) as exc:
                 log.error("dispatcher: %s; retrying (entries stay pending)", exc)
                 own_pending = True
                 self.stop.wait(0.5)
 
-    def dispatch(self, kind: str, fields: dict[bytes, bytes] | None) -> None:
-        raw = (fields or {}).get(b"event")
-        if raw is None:
-            log.error("dispatcher: inbox entry without an event; skipped")
-            return
-        event = parse_event(raw)
-        self._check_order(kind, event, (fields or {}).get(b"x-partition-offset"))
-        for cfg, roles in self.targets(kind, event):
-            self.deliver(cfg, event, roles)
+    def dispatch(self, kind: str, batch: list[dict[bytes, bytes] | None]) -> None:
+        """Turn a batch of inbox entries into messages, grouped per session, and hand each
+        session's messages to the gateway as one group commit (views read once per session)."""
+        routed: list[tuple[SessionConfig, Event, tuple[str, ...]]] = []
+        for fields in batch:
+            raw = (fields or {}).get(b"event")
+            if raw is None:
+                log.error("dispatcher: inbox entry without an event; skipped")
+                continue
+            event = parse_event(raw)
+            self._check_order(kind, event, (fields or {}).get(b"x-partition-offset"))
+            routed += [(cfg, event, roles) for cfg, roles in self.targets(kind, event)]
+        views = self._views(routed)
+        per_session: dict[str, list[Delivery]] = {}
+        table = self.behaviour.table
+        for cfg, event, roles in routed:
+            key = str(cfg.key(self.gateway.namespace))
+            known = {oid: views.get((key, oid)) for oid in order_ids(event, roles)}
+            for out in tr.event_messages(event, known, table, cfg.begin_string, roles):
+                if out.view is not None:
+                    views[(key, out.order_id)] = out.view  # the next event of this order sees it
+                view_json = json.dumps(out.view.to_dict()) if out.view is not None else ""
+                per_session.setdefault(key, []).append(Delivery(build(out.msg_type, out.fields), out.msg_type,
+                                                                out.inbox_id, out.order_id, view_json))
+        for key, deliveries in per_session.items():
+            self.gateway.application.deliver(self.session_ids[key], deliveries)
+
+    def _views(self, routed: list[tuple[SessionConfig, Event, tuple[str, ...]]]
+               ) -> dict[tuple[str, str], tr.OrderView | None]:
+        """Each session's last view of every order the batch concerns: one read per session."""
+        wanted: dict[str, tuple[SessionConfig, set[str]]] = {}
+        for cfg, event, roles in routed:
+            wanted.setdefault(str(cfg.key(self.gateway.namespace)), (cfg, set()))[1].update(order_ids(event, roles))
+        views: dict[tuple[str, str], tr.OrderView | None] = {}
+        for key, (cfg, ids) in wanted.items():
+            ordered = sorted(ids)
+            raw = self.gateway.stores[cfg.kind].order_views(cfg.key(self.gateway.namespace), ordered)
+            for oid, v in zip(ordered, raw):
+                views[(key, oid)] = tr.OrderView.from_dict(json.loads(v)) if v else None
+        return views
 
     def _check_order(self, kind: str, event: Event, offset_raw: bytes | None) -> None:
         """Watch that each partition's events arrive in partition order.
@@ -369,20 +399,9 @@ class Dispatcher(threading.Thread):
                 out.append((cfg, roles))
         return out
 
-    def deliver(self, cfg: SessionConfig, event: Event, roles: tuple[str, ...]) -> None:
-        key = cfg.key(self.gateway.namespace)
-        store: SessionStore = self.gateway.stores[cfg.kind]
-        table = self.behaviour.table
-        p = event.payload
-        ids = [p[r]["orderId"] for r in roles] if "maker" in p else [p["orderId"]]
-        raw_views = store.order_views(key, ids)
-        views = {oid: tr.OrderView.from_dict(json.loads(v)) if v else None for oid, v in zip(ids, raw_views)}
-        for out in tr.event_messages(event, views, table, cfg.begin_string, roles):
-            view_json = json.dumps(out.view.to_dict()) if out.view is not None else ""
-            with delivering(out.inbox_id, out.order_id, view_json):
-                sent = self.gateway.application.send(build(out.msg_type, out.fields), self.session_ids[str(key)])
-            # False: vetoed in toApp — either delivered before a crash (the inbox has it) or not
-            # storable now, in which case the entry stays pending and is retried.
-            if not sent and not store.delivered(key, out.inbox_id):
-                raise StoreError(f"{key}: {out.inbox_id} was not stored")
 
+
+def order_ids(event: Event, roles: tuple[str, ...]) -> list[str]:
+    """The orders of ``event`` a session hears about in these roles."""
+    p = event.payload
+    return [p[r]["orderId"] for r in roles] if "maker" in p else [p["orderId"]]

@@ -114,6 +114,11 @@ class SessionKey:
         """The gateway's view of this session's orders (order id → last state reported)."""
         return f"{self.tag}/orders"
 
+    @property
+    def unsent(self) -> str:
+        """Numbers committed ahead of sending (group commit): seqNum → the inbox entry it carries."""
+        return f"{self.tag}/unsent"
+
     def clordid(self, clordid: str) -> str:
         """Idempotency window entry for one ClOrdID (seed 002)."""
         return f"{self.tag}/clordid:{clordid}"

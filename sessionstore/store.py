@@ -102,7 +102,8 @@ class SessionStore:
         self._update = client.register_script(scripts.UPDATE_STATE)
         self._reset = client.register_script(scripts.RESET_SESSION)
         self._stamp = client.register_script(scripts.STAMP_OWNER)
-        self._deliver = client.register_script(scripts.COMMIT_DELIVERY)
+        self._batch = client.register_script(scripts.COMMIT_BATCH)
+        self._displacing = client.register_script(scripts.COMMIT_DISPLACING)
         self._claim = client.register_script(scripts.CLAIM_CLORDID)
         self._claim_append = client.register_script(scripts.CLAIM_AND_APPEND)
 
@@ -130,7 +131,7 @@ class SessionStore:
 
     def stamp_owner(self, session: SessionKey) -> None:
         """Claim ``session`` for this writer's epoch; older epochs are refused from now on."""
-        self._write(lambda c: self._stamp(client=c, keys=[session.owner], args=[self.fence.epoch]))
+        self._write(lambda c: self._stamp(client=c, keys=[session.owner, session.unsent], args=[self.fence.epoch]))
 
     def commit_outbound(self, session: SessionKey, record: OutboundRecord) -> bool:
         """Store one outbound message and advance senderSeqNum/lastSentSeqNum, atomically.
@@ -151,14 +152,28 @@ class SessionStore:
             args += [encode_seq_field(rec.seq_num), rec.encode(), rec.seq_num]
         return int(self._write(lambda c: self._commit(client=c, keys=keys, args=args)))
 
-    def commit_delivery(self, session: SessionKey, record: OutboundRecord, inbox_id: str, order_id: str = "",
-                        order_view: str = "") -> bool:
-        """Store the message that delivers one event, record the event in the session's inbox
-        and the order's new view, atomically. False (nothing written) if already delivered."""
-        keys = [session.owner, session.state, session.chunk_of(record.seq_num), session.inbox, session.orders]
-        args = [self.fence.epoch, encode_seq_field(record.seq_num), record.encode(), record.seq_num, inbox_id,
-                order_id, order_view]
-        return int(self._write(lambda c: self._deliver(client=c, keys=keys, args=args))) == 1
+    def commit_batch(self, session: SessionKey, deliveries: list[tuple[OutboundRecord, str, str, str]],
+                     sent: Iterable[int] = ()) -> set[str]:
+        """Group commit: ``(record, inbox id, order id, order view)`` for numbers continuing
+        lastSentSeqNum, before any is sent; ``sent`` are numbers of earlier batches now sent.
+        Returns the inbox ids already delivered — then nothing was written."""
+        keys = [session.owner, session.state, session.inbox, session.orders, session.unsent]
+        args: list[Any] = [self.fence.epoch, len(deliveries)]
+        for rec, inbox_id, order_id, view in deliveries:
+            keys.append(session.chunk_of(rec.seq_num))
+            args += [encode_seq_field(rec.seq_num), rec.encode(), rec.seq_num, inbox_id, order_id, view]
+        args += list(sent)
+        reply = self._write(lambda c: self._batch(client=c, keys=keys, args=args))
+        return {r.decode() if isinstance(r, bytes) else str(r) for r in reply or []}
+
+    def commit_displacing(self, session: SessionKey, record: OutboundRecord, sent_up_to: int, inbox_id: str = "",
+                          order_id: str = "", order_view: str = "") -> None:
+        """Store ``record`` under a number a batch committed but nobody sent (see COMMIT_DISPLACING)."""
+        keys = [session.owner, session.state, session.chunk_of(record.seq_num), session.inbox, session.orders,
+                session.unsent]
+        args = [self.fence.epoch, encode_seq_field(record.seq_num), record.encode(), record.seq_num, sent_up_to,
+                inbox_id, order_id, order_view]
+        self._write(lambda c: self._displacing(client=c, keys=keys, args=args))
 
     def claim_clordid(self, session: SessionKey, clordid: str, value: str, window_ms: int) -> bool:
         """Seed 002's idempotency check: True the first time a ClOrdID is seen in the window."""
@@ -192,6 +207,14 @@ class SessionStore:
         with _translated():
             raw = self.client.hmget(session.orders, order_ids)
         return [r.decode() if r is not None else None for r in raw]
+
+    def delivered_many(self, session: SessionKey, inbox_ids: list[str]) -> set[str]:
+        """Which of ``inbox_ids`` the session's inbox already holds."""
+        if not inbox_ids:
+            return set()
+        with _translated():
+            flags = self.client.smismember(session.inbox, inbox_ids)
+        return {i for i, flag in zip(inbox_ids, flags) if flag}
 
     def delivered(self, session: SessionKey, inbox_id: str) -> bool:
         with _translated():
@@ -244,7 +267,7 @@ class SessionStore:
             state = self.load_state(session)
             top = max(state.last_sent_seq_num, state.sender_seq_num - 1)
             last_chunk = chunk_index(top)
-            keys = [session.owner, session.state] + [session.chunk(i) for i in range(last_chunk + 1)]
+            keys = [session.owner, session.state, session.unsent] + [session.chunk(i) for i in range(last_chunk + 1)]
             try:
                 return int(self._write(lambda c: self._reset(client=c, keys=keys, args=[self.fence.epoch, start, last_chunk, target])))
             except StoreError as exc:

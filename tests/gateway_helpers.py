@@ -269,6 +269,7 @@ class RawTrader:
     def __init__(self, port: int, sender: str) -> None:
         self.session = RawSession(port, sender=sender)
         self.received: list[dict[int, bytes]] = []
+        self.raw: list[bytes] = []  # the same messages, byte for byte
         self.closed = False
         self._cond = threading.Condition()
         self._send_lock = threading.Lock()
@@ -288,6 +289,7 @@ class RawTrader:
                     return
                 msg = parse(raw)
                 self.received.append(msg)
+                self.raw.append(raw)
                 self._cond.notify_all()
             if msg.get(35) == b"1":
                 self.send("35=0\x01112=" + msg.get(112, b"").decode("latin-1"))

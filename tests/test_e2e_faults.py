@@ -158,3 +158,88 @@ def test_standby_cells_take_over_a_stalled_conductor_and_a_killed_outbox_in_orde
             for s in standbys:
                 s.stop()
             system.stop()
+
+
+def test_a_gateway_killed_between_a_batch_commit_and_its_sends_resends_every_stored_message(tmp_path: Path) -> None:
+    from sessionstore import FixedEpoch, SessionKey, SessionStore
+    from sessionstore.settings import RedisEndpoint
+    from sessionstore.connection import connect
+
+    with standalone(aof=True) as server:
+        system = System(tmp_path, server, [server, server])
+        system.gateway.env = {"FIXGW_TEST_CRASH_AFTER_BATCH_COMMIT": "e2e/fsg/CLIENT1"}
+        system.start()
+        try:
+            c1 = system.client("CLIENT1")
+            c1.order("cc-1", "1", "1", "5.00", symbol="T15")
+            assert system.gateway.wait(30) == 9, "died after committing the New, before sending it"
+            store = SessionStore(connect(RedisEndpoint(url=server.url)), FixedEpoch(0))
+            committed = store.load(SessionKey("e2e", "fsg", "CLIENT1")).messages[-1]
+            assert b"\x0111=cc-1\x01" in committed.body and b"\x0135=8\x01" in committed.body
+            assert not reports(c1, "cc-1"), "nothing was sent"
+            system.gateway.env = {}
+            system.gateway.start().wait_active(60)
+            report = wait_reports(c1, "cc-1", 1)[0]
+            assert (report[43], int(report[34])) == ("Y", committed.seq_num), "delivered as the stored message, resent"
+            time.sleep(1)
+            assert len(reports(c1, "cc-1")) == 1, "exactly once: the event is in the inbox, never re-sent as new"
+            c1.order("cc-2", "1", "1", "5.00", symbol="T15")
+            assert int(wait_reports(c1, "cc-2", 1)[0][34]) > committed.seq_num, "numbers only move forward"
+        finally:
+            system.stop()
+
+
+def test_heartbeats_interleaving_with_large_batches_never_give_a_number_two_contents(tmp_path: Path) -> None:
+    import re
+    import threading
+
+    from tests.gateway_helpers import RawTrader, http_text
+
+    with standalone() as server:
+        system = System(tmp_path, server, [server, server]).start()
+        trader = RawTrader(system.fix_port, "CLIENT1")
+        try:
+            trader.logon()
+            misses = 0.0
+            placed: list[str] = []
+            for round_ in range(4):
+                stop = threading.Event()
+
+                def flood() -> None:  # each TestRequest makes QuickFIX send a Heartbeat of its own
+                    i = 0
+                    while not stop.is_set():
+                        trader.send(f"35=1\x01112=r{round_}-{i}")
+                        i += 1
+                        time.sleep(0.0005)
+
+                flooder = threading.Thread(target=flood)
+                flooder.start()
+                for i in range(150):
+                    clordid = f"hb{round_}-{i}"
+                    placed.append(clordid)
+                    trader.send(f"35=D\x0111={clordid}\x0155=T16\x0154=1\x0140=2\x0144=1.00\x0138=1\x0159=1\x01"
+                                f"60=20260101-00:00:00")
+                trader.wait_for(lambda m: m.get(11) == placed[-1].encode() and m.get(35) == b"8",
+                                "the last New", timeout=60)
+                stop.set()
+                flooder.join()
+                metrics = http_text(system.gateway.http_port, "/metrics")
+                found = re.search(r'fixgw_group_commit_misses_total\{session="e2e/fsg/CLIENT1"\} (\S+)', metrics)
+                misses = float(found.group(1)) if found else 0.0
+                if misses:
+                    break
+            assert misses > 0, "QuickFIX's own messages took numbers in the middle of a batch"
+            time.sleep(0.5)
+            news = Counter(m[11].decode() for m in trader.received if m.get(35) == b"8" and m.get(150) == b"0")
+            assert sorted(news) == sorted(placed) and set(news.values()) == {1}, "every order's New, once"
+            seqs = [int(m[34]) for m in trader.received]
+            assert seqs == list(range(1, len(seqs) + 1)), "every number once, in order, none skipped"
+            chunks: dict[bytes, bytes] = {}
+            for i in range(len(seqs) // 1024 + 1):
+                chunks.update(server.client().hgetall(f"{{e2e/fsg/CLIENT1}}/store/{i}"))
+            for seq, raw in zip(seqs, trader.raw):
+                stored = chunks[seq.to_bytes(4, "little")]
+                assert stored[24 + int.from_bytes(stored[16:20], "little"):] == raw, f"seq {seq}: sent ≠ stored"
+        finally:
+            trader.close()
+            system.stop()

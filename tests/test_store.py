@@ -160,11 +160,45 @@ def test_corrupt_records_are_reported_naming_key_and_field(store: SessionStore) 
 
 def test_an_event_becomes_a_message_once_per_session(store: SessionStore) -> None:
     session = claimed(store)
-    assert store.commit_delivery(session, message(1), "ev1:O", "o1", '{"status":"0"}')
-    assert not store.commit_delivery(session, message(2), "ev1:O", "o1", '{"status":"2"}')  # a replay
-    assert store.delivered(session, "ev1:O")
-    assert store.load_state(session).last_sent_seq_num == 1, "the refused replay consumed no number"
+    assert store.commit_batch(session, [(message(1), "ev1:O", "o1", '{"status":"0"}'),
+                                        (message(2), "ev2:O", "o2", "")]) == set()
+    # the same event again (a redelivery after a crash): refused, nothing written
+    assert store.commit_batch(session, [(message(3), "ev1:O", "o1", '{"status":"2"}')]) == {"ev1:O"}
+    assert store.delivered(session, "ev1:O") and store.delivered_many(session, ["ev1:O", "ev9:O"]) == {"ev1:O"}
+    assert store.load_state(session).last_sent_seq_num == 2, "the refused replay consumed no number"
     assert store.order_views(session, ["o1", "o2"]) == ['{"status":"0"}', None]
+
+
+def test_a_batch_must_continue_the_sequence_and_an_identical_replay_is_harmless(store: SessionStore) -> None:
+    session = claimed(store)
+    store.commit_outbound(session, message(1))
+    with pytest.raises(SequenceReuse):
+        store.commit_batch(session, [(message(3), "e3:O", "", "")])  # a gap
+    batch = [(message(2), "e2:O", "", ""), (message(3), "e3:O", "", "")]
+    assert store.commit_batch(session, batch) == set()
+    assert store.commit_batch(session, batch) == set(), "redis-py retrying after a lost reply"
+    assert store.load_state(session).last_sent_seq_num == 3
+
+
+def test_only_a_number_committed_ahead_and_unsent_can_take_another_message(store: SessionStore) -> None:
+    session = claimed(store)
+    store.commit_batch(session, [(message(1), "e1:O", "o1", "v1"), (message(2), "e2:O", "o2", "v2"),
+                                 (message(3), "e3:O", "o3", "v3")])
+    heartbeat = message(2, b"0")
+    with pytest.raises(SequenceReuse):  # the owner says it has sent up to 2: number 2 is taken for good
+        store.commit_displacing(session, heartbeat, sent_up_to=2)
+    store.commit_displacing(session, heartbeat, sent_up_to=1)  # QuickFIX gave 2 to a heartbeat
+    assert not store.delivered(session, "e2:O"), "the displaced event will be delivered again if we stop now"
+    assert [m.body for m in store.load(session).messages][1] == heartbeat.body
+    store.commit_displacing(session, message(3, b"9"), sent_up_to=2, inbox_id="e2:O", order_id="o2",
+                            order_view="v2")
+    assert store.delivered(session, "e2:O") and not store.delivered(session, "e3:O")
+    store.commit_displacing(session, message(4), sent_up_to=3, inbox_id="e3:O", order_id="o3", order_view="v3")
+    state = store.load_state(session)
+    assert (state.last_sent_seq_num, state.sender_seq_num) == (4, 5)
+    assert store.delivered_many(session, ["e1:O", "e2:O", "e3:O"]) == {"e1:O", "e2:O", "e3:O"}
+    with pytest.raises(SequenceReuse):  # sent and never committed ahead: never rewritten
+        store.commit_displacing(session, message(4, b"0"), sent_up_to=3)
 
 
 def test_clordid_window_remembers_the_first_use(store: SessionStore) -> None:
