@@ -13,7 +13,7 @@ Rules of this file:
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
@@ -88,7 +88,7 @@ class OrderView:
     orig_cl_ord_id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {name: getattr(self, name) for name in self.__slots__}  # flat: asdict's deep copy is slow
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OrderView:

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from sessionstore.connection import RedisClient
 from sessionstore.scripts import RELEASE_LOCK, RENEW_LOCK  # a lease is a lock: same scripts
@@ -157,11 +157,15 @@ class RedisStreamsPublisher:
             args: list[str | int] = [self._partition, self._epochs.get(stream, "new")]
             for d in by_stream[stream]:
                 args += [d.event.event_id, d.event.command_id, d.stream_id, d.event.encode()]
-            self._script(keys=[stream, publisher_fence(stream)], args=args, client=pipe)
+            # EVALSHA by hand: redis-py's Script in a pipeline asks SCRIPT EXISTS on every execute
+            pipe.evalsha(self._script.sha, 2, stream, publisher_fence(stream), *args)
         try:
             replies = pipe.execute(raise_on_error=False)
         except RedisError as exc:
             raise PublishError(f"publish failed: {exc}") from exc
+        if any(isinstance(r, NoScriptError) for r in replies):
+            self.client.script_load(PUBLISH_FENCED)  # a restarted target: load it, then publish again
+            return self._publish_once(by_stream)
         fenced = []
         for stream, reply in zip(streams, replies):
             if isinstance(reply, Exception):

@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from redis.client import Pipeline
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
+from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import scripts
@@ -240,13 +240,22 @@ class SessionStore:
             return
 
         def send(c: Any) -> Any:
+            # EVALSHA by hand: redis-py's Script in a pipeline asks SCRIPT EXISTS on every
+            # execute, one more round trip per flush (measured with py-spy).
             pipe = c if isinstance(c, Pipeline) else c.pipeline(transaction=False)
             for session, seq_num in targets.items():
-                self._update(client=pipe, keys=[session.owner, session.state],
-                             args=[self.fence.epoch, "targetSeqNum", encode_state_field("targetSeqNum", seq_num)])
+                pipe.evalsha(self._update.sha, 2, session.owner, session.state, self.fence.epoch, "targetSeqNum",
+                             encode_state_field("targetSeqNum", seq_num))
             return None if pipe is c else pipe.execute()
 
-        self._write(send)
+        try:
+            self._write(send)
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, NoScriptError):
+                raise
+            with _translated():
+                self.client.script_load(scripts.UPDATE_STATE)  # first use, or a restarted server
+            self._write(send)
 
     def set_next_sender_seq_num(self, session: SessionKey, seq_num: int) -> None:
         """Move senderSeqNum forward without a message (e.g. SequenceReset we issue)."""
