@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -93,6 +94,20 @@ def measure(port: int, args: argparse.Namespace, rate: float | None = None, orde
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def system_processes(system: System, server: object) -> dict[str, int]:
+    procs = {"gateway": system.gateway.proc.pid, "valkey": server.proc.pid}  # type: ignore[attr-defined,union-attr]
+    for (role, p), cell in system.cells.items():
+        assert cell.proc is not None
+        procs[f"{role} p{p}"] = cell.proc.pid
+    return procs
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--orders", type=int, default=2000)
@@ -119,7 +134,10 @@ def main() -> None:
         system.start()
         try:
             low = measure(system.fix_port, args, rate=args.low_rate, orders=200)  # before any backlog
+            procs = system_processes(system, server)
+            cpu_before = {name: cpu_seconds(pid) for name, pid in procs.items()}
             ours = measure(system.fix_port, args)
+            cpu_used = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in procs.items()}
         finally:
             system.stop()
     print(f"\nNewOrderSingle → first ExecutionReport; client in a separate process; "
@@ -133,6 +151,10 @@ def main() -> None:
           f"{low['p99_ms']:8.2f} {low['answered']:>5}/{low['paced']}")
     print(f"\nthroughput ratio fixgw / raw echo = {ours['throughput'] / raw['throughput']:.2f}  (goal ≥ 0.5)")
     print(f"paced rate achieved: {ours['achieved_rate']:.0f}/s; p99 {ours['p99_ms']:.2f} ms (goal < 5 ms at 2,000/s)")
+    orders_total = args.orders + int(args.rate * args.seconds)
+    print(f"\nCPU per order during the throughput and paced runs ({orders_total} orders):")
+    for name, used in cpu_used.items():
+        print(f"  {name:14} {used:7.2f} s   {1000 * used / orders_total:6.2f} ms/order")
 
 
 if __name__ == "__main__":

@@ -74,7 +74,8 @@ class CellProc:
 class System:
     """Session store on ``store``; partition p's cell on ``partitions[p]`` (may be the same server)."""
 
-    def __init__(self, tmp: Path, store: ValkeyProcess, partitions: list[ValkeyProcess]) -> None:
+    def __init__(self, tmp: Path, store: ValkeyProcess, partitions: list[ValkeyProcess],
+                 sessions: str = SESSIONS) -> None:
         self.tmp = tmp
         self.store = store
         self.partitions = partitions
@@ -87,7 +88,7 @@ index = {i}
 url = "{server.url}"
 """ for i, server in enumerate(partitions) if server is not store)
         self.gateway = GatewayProc(tmp, store.url, name="gateway", fix_port=self.fix_port, mode="gateway",
-                                   namespace="e2e", sessions=SESSIONS, lock_ttl="2s", renewal="500ms",
+                                   namespace="e2e", sessions=sessions, lock_ttl="2s", renewal="500ms",
                                    extra=f"""
 [matching]
 partition_count = 2

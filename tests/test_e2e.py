@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -155,3 +156,45 @@ def test_status_of_an_unknown_order_says_so(clients) -> None:  # type: ignore[no
     c1.send("H", [(11, "never-sent-h"), (55, "T7"), (54, "1")])
     r = wait_reports(c1, "never-sent-h", 1)[0]
     assert (r[150], r[39], r[37], r[58]) == ("I", "8", "NONE", "unknown-order")
+
+
+def test_fifty_order_entry_sessions_and_two_drop_copies_on_one_gateway(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from collections import Counter
+
+    from tests.gateway_helpers import RawTrader
+
+    names = [f"S{i:02d}" for i in range(50)]
+    sessions = "".join(f'\n[[gateway.session]]\nname = "{n}"\n' for n in names)
+    sessions += '\n[[gateway.session]]\nname = "DC1"\nkind = "dc"\n\n[[gateway.session]]\nname = "DC2"\nkind = "dc"\n'
+    with standalone() as server:
+        s = System(tmp_path_factory.mktemp("many"), server, [server, server], sessions=sessions).start()
+        traders = {n: RawTrader(s.fix_port, n) for n in [*names, "DC1", "DC2"]}
+        try:
+            for t in traders.values():
+                t.logon()
+            for i, n in enumerate(names):  # each sells to the next session around the ring
+                # sellers and buyers on two accounts: self-trade prevention never cancels a side
+                traders[n].send(f"35=D\x0111={n}-sell\x011=SELLERS\x0155=T18\x0154=2\x0140=2\x0144=10\x0138=1\x0159=1\x01"
+                                f"60=20260101-00:00:00")
+                buyer = names[(i + 1) % len(names)]
+                traders[buyer].send(f"35=D\x0111={buyer}-buy\x011=BUYERS\x0155=T18\x0154=1\x0140=2\x0144=10\x01"
+                                    f"38=1\x0159=1\x0160=20260101-00:00:00")
+
+            def reports(t: RawTrader) -> list[dict[int, bytes]]:
+                return [m for m in t.received if m.get(35) == b"8"]
+
+            for n in names:  # New + Fill for its sell and its buy
+                traders[n].wait_for(lambda m, t=traders[n]: len(reports(t)) >= 4, f"{n}'s four reports", 60)
+            for dc in ("DC1", "DC2"):
+                traders[dc].wait_for(lambda m, t=traders[dc]: len(reports(t)) >= 200, f"{dc}'s copies", 60)
+            time.sleep(0.5)
+            for n, t in traders.items():
+                ids = Counter(m[17] for m in reports(t))
+                assert max(ids.values()) == 1, f"{n}: an ExecID twice"
+                assert len(ids) == (200 if n.startswith("DC") else 4), n
+                seqs = [int(m[34]) for m in t.received]
+                assert seqs == list(range(1, len(seqs) + 1)), f"{n}: numbers in order, none skipped"
+        finally:
+            for t in traders.values():
+                t.close()
+            s.stop()
