@@ -205,14 +205,14 @@ def test_heartbeats_interleaving_with_large_batches_never_give_a_number_two_cont
             for round_ in range(4):
                 stop = threading.Event()
 
-                def flood() -> None:  # each TestRequest makes QuickFIX send a Heartbeat of its own
+                def flood(stop: threading.Event, prefix: str) -> None:  # each TestRequest: a Heartbeat of QuickFIX's own
                     i = 0
                     while not stop.is_set():
-                        trader.send(f"35=1\x01112=r{round_}-{i}")
+                        trader.send(f"35=1\x01112={prefix}-{i}")
                         i += 1
                         time.sleep(0.0005)
 
-                flooder = threading.Thread(target=flood)
+                flooder = threading.Thread(target=flood, args=(stop, f"r{round_}"))
                 flooder.start()
                 for i in range(150):
                     clordid = f"hb{round_}-{i}"
