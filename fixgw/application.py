@@ -28,7 +28,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -145,10 +144,10 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
         # Held by any thread but a session's own while it calls into that session, so the
         # restore after a refused Logon never runs beside a dispatcher send.
         self._send_locks = {text: threading.Lock() for text in sessions}
-        # Group commit (DESIGN §7): the deliveries a thread is sending to a session, in order,
+        # Group commit (DESIGN §7): the delivery a thread is sending to a session right now,
         # for toApp to recognise; the highest number each session has put on the wire; and the
         # numbers of the last batch sent, whose unsent marks the next batch removes.
-        self._in_flight: dict[str, tuple[int, deque[Delivery]]] = {}
+        self._in_flight: dict[str, tuple[int, Delivery]] = {}
         self._sent_up_to = dict(last_sent)
         self._sent_marks: dict[SessionKey, list[int]] = {}
         self._delivery_failed: set[str] = set()
@@ -167,11 +166,6 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
     def _unexpected(self, where: str, sid: fix.SessionID, exc: BaseException) -> None:
         log.error("%s: %s failed: %s: %s", self._name(sid), where, type(exc).__name__, exc, exc_info=exc)
         self.metrics.callback_errors.labels(self._name(sid), where).inc()
-
-    def send(self, message: fix.Message, sid: fix.SessionID) -> bool:
-        """sendToTarget from a thread other than the session's own."""
-        with self._send_locks[sid.toString()]:
-            return bool(fix.Session.sendToTarget(message, sid))
 
     def deliver(self, sid: fix.SessionID, deliveries: list[Delivery]) -> None:
         """Group commit, then send (DESIGN §7): every message of the batch, its inbox entry and
@@ -214,10 +208,12 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
                 die(f"FIXGW_TEST_CRASH_AFTER_BATCH_COMMIT={key}", 9)
             if not pending:
                 return
-            self._in_flight[text] = (threading.get_ident(), deque(pending))
             self._delivery_failed.discard(text)
             try:
                 for d in pending:
+                    # One at a time, so a message QuickFIX does not pass through toApp (a logged-out
+                    # session about to reset) can never pair toApp with the wrong delivery.
+                    self._in_flight[text] = (threading.get_ident(), d)
                     fix.Session.sendToTarget(d.message, sid)
             finally:
                 self._in_flight.pop(text, None)
@@ -236,11 +232,12 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
         d.seq, d.raw, d.sending_time = seq, wire_bytes(d.message), stamp
 
     def _in_flight_delivery(self, sid: fix.SessionID) -> Delivery | None:
-        """The delivery this thread is sending to ``sid`` right now, if any (in order)."""
+        """The delivery this thread is sending to ``sid`` right now, if any (taken once)."""
         entry = self._in_flight.get(sid.toString())
-        if entry is None or entry[0] != threading.get_ident() or not entry[1]:
+        if entry is None or entry[0] != threading.get_ident():
             return None
-        return entry[1].popleft()
+        del self._in_flight[sid.toString()]
+        return entry[1]
 
     # --- QuickFIX callbacks -----------------------------------------------------------
 
