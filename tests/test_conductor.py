@@ -347,3 +347,12 @@ def test_a_conductor_that_regains_the_lease_processes_what_its_predecessor_left_
     assert b.step(block_ms=10) == 1, "b, taking the lease again, processes the pending command first"
     assert [e.payload["orderId"] for e in stream_events(first)] == ["o-flight"]
     assert first.xpending(KEYS.commands, GROUP)["pending"] == 0
+
+
+def test_ready_needs_the_lease_and_a_loop_that_turns(valkey: ValkeyProcess) -> None:
+    c = conductor(cell_client(RedisEndpoint(url=valkey.url)))
+    assert not c.ready(), "no lease yet"
+    c.step(block_ms=10)
+    assert c.ready()
+    c.heartbeat = time.monotonic() - 60  # the loop stopped turning (stuck in a call, or dead)
+    assert not c.ready()
