@@ -27,10 +27,24 @@ def add_events(client, n: int, start: int = 0) -> list[str]:  # type: ignore[no-
     return ids
 
 
+WORKERS: list[OutboxWorker] = []
+
+
+@pytest.fixture(autouse=True)
+def release_workers():  # type: ignore[no-untyped-def]
+    """Stop every worker's lease renewal timer with its test (its server is gone after it)."""
+    yield
+    while WORKERS:
+        w = WORKERS.pop()
+        if w._renewer is not None:
+            w._renewer.cancel()
+
+
 def worker(cell, target, **kw) -> OutboxWorker:  # type: ignore[no-untyped-def]
     routes = owner_routes(lambda owner: "{%s}/inbox" % "/".join(owner.split("/")[:2]), [DC])
     w = OutboxWorker(cell, cell, 0, RedisStreamsPublisher(target, routes), **kw)
     w.ensure_group()
+    WORKERS.append(w)
     return w
 
 
@@ -212,6 +226,7 @@ def test_an_error_on_acknowledgement_leaves_the_batch_first_in_line(valkey: Valk
 
         w = OutboxWorker(cell, valkey.client(), 0, PausesTheCellAfterPublishing())
         w.ensure_group()
+        WORKERS.append(w)
         add_events(cell, 5)
         with pytest.raises(RedisError):
             w.step(block_ms=10)
