@@ -33,3 +33,5 @@ class GatewayMetrics:
         self.group_commit_misses = Counter("fixgw_group_commit_misses", "Deliveries committed ahead that went out "
                                            "under another number or other bytes (stored again, one by one)",
                                            ["session"], registry=r)
+        self.dispatcher_dead_lettered = Counter("fixgw_dispatcher_dead_lettered", "Inbox entries moved to the "
+                                                "inbox dead-letter stream (not turned into messages)", registry=r)

@@ -26,11 +26,12 @@ from typing import Any
 import quickfix as fix
 from redis.exceptions import RedisError, ResponseError
 
-from matching.conductor import command_entry, submit
-from matching.contracts import Command, Event, encode_command, parse_command, parse_event
+from matching.conductor import command_entry, recorded_partition_count, submit
+from matching.contracts import Command, ContractError, Event, encode_command, parse_command, parse_event
 from matching.instruments import InstrumentTable
 from sessionstore import GatewayKey, SessionKey, SessionStore, StoreError, connect
 from sessionstore.connection import RedisClient, is_cluster
+from sessionstore.settings import ConfigError
 
 from . import translation as tr
 from .application import Delivery
@@ -81,6 +82,12 @@ class OrderEntryBehaviour:
         for p in range(link.partition_count):
             endpoint = link.endpoint(p, gateway.store_settings)
             clients[p] = gateway.client if endpoint is gateway.store_settings else connect(endpoint)
+        for p, client in clients.items():
+            recorded = recorded_partition_count(client, p)
+            if recorded is not None and recorded != link.partition_count:
+                # Routing by a different count would send orders to partitions that do not own their pair.
+                raise ConfigError(f"[matching] partition_count = {link.partition_count}, but partition {p} "
+                                  f"was booted with MATCHING_PARTITION_COUNT={recorded}")
         colocated = frozenset(p for p, c in clients.items() if c is gateway.client and not is_cluster(c))
         self.router = CommandRouter(clients, link.partition_count, colocated)
         self.dispatcher = Dispatcher(self, gateway)
@@ -303,12 +310,32 @@ class Dispatcher(threading.Thread):
                 for stream, entries in reply or []:
                     stream_name = stream.decode() if isinstance(stream, bytes) else stream
                     if entries:
-                        self.dispatch(self.streams[stream_name], [fields for _, fields in entries])
+                        self._dispatch_entries(self.streams[stream_name], entries)
                         self.client.xack(stream_name, GROUP, *[e for e, _ in entries])
             except (RedisError, StoreError) as exc:
                 log.error("dispatcher: %s; retrying (entries stay pending)", exc)
                 own_pending = True
                 self.stop.wait(0.5)
+
+    def _dispatch_entries(self, kind: str, entries: list[tuple[bytes, dict[bytes, bytes] | None]]) -> None:
+        """Dispatch a batch; if it fails for any reason but the store's, one entry at a time,
+        and an entry that fails alone goes to the inbox's dead-letter stream with the error —
+        the dispatcher never stops, and never loops, on one bad entry."""
+        try:
+            self.dispatch(kind, [fields for _, fields in entries])
+        except (RedisError, StoreError):
+            raise  # the store: the entries stay pending and are retried
+        except Exception as exc:  # noqa: BLE001 (a bad entry or a bug; isolate it)
+            if len(entries) > 1:
+                log.warning("dispatcher: a batch of %d failed (%s); one entry at a time", len(entries), exc)
+                for entry in entries:
+                    self._dispatch_entries(kind, [entry])
+                return
+            entry_id, fields = entries[0]
+            dead = GatewayKey(self.gateway.namespace, kind).inbox_dead_letter
+            log.error("dispatcher: inbox entry %s moved to %s: %s: %s", entry_id, dead, type(exc).__name__, exc)
+            self.client.xadd(dead, {**(fields or {}), "x-original-id": entry_id, "x-error": f"{type(exc).__name__}: {exc}"})
+            self.gateway.metrics.dispatcher_dead_lettered.inc()
 
     def dispatch(self, kind: str, batch: list[dict[bytes, bytes] | None]) -> None:
         """Turn a batch of inbox entries into messages, grouped per session, and hand each
@@ -317,8 +344,7 @@ class Dispatcher(threading.Thread):
         for fields in batch:
             raw = (fields or {}).get(b"event")
             if raw is None:
-                log.error("dispatcher: inbox entry without an event; skipped")
-                continue
+                raise ContractError("inbox entry has no event field")  # → dead letter, alone
             event = parse_event(raw)
             self._check_order(kind, event, (fields or {}).get(b"x-partition-offset"))
             routed += [(cfg, event, roles) for cfg, roles in self.targets(kind, event)]

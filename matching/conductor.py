@@ -417,6 +417,12 @@ class Conductor:
                                    f"local={waited[0]} replicas={waited[1]}")
 
 
+def recorded_partition_count(client: RedisClient, partition: int) -> int | None:
+    """The partition count a conductor of ``partition`` recorded at boot (None: never booted)."""
+    raw = client.hget(PartitionKeys(partition).meta, "partitionCount")
+    return None if raw is None else int(raw)
+
+
 def command_entry(command: Command, partition_count: int) -> tuple[str, dict[str, str]]:
     """Where a producer appends ``command`` and the entry's fields; the route is checked."""
     if command.partition != partition_of(command.pair_id, partition_count):

@@ -220,6 +220,7 @@ class OutboxWorker:
         self._next_claim = 0.0  # XAUTOCLAIM at most once a second: idle entries age in tens of seconds
         self._own_pending = True  # unknown at start; known empty once a read of "0" returns nothing
         self._claim_all = True  # on taking the lease: every pending entry of the group becomes ours
+        self._next_gauges = 0.0
         self.durability = durability or Durability.named("memory")
 
     # --- lease ------------------------------------------------------------------------
@@ -326,8 +327,10 @@ class OutboxWorker:
             reply = self.client.xreadgroup(GROUP, self.consumer, {self.keys.events: ">"}, count=self.read_count,
                                            block=block_ms)
             entries = reply[0][1] if reply else []
-        if not entries:
+        if time.monotonic() >= self._next_gauges:  # every cycle, at most once a second: a backlog shows
             self._gauges()
+            self._next_gauges = time.monotonic() + 1.0
+        if not entries:
             return 0
         return self._deliver(entries)
 

@@ -53,6 +53,11 @@ class GatewayKey:
         """Stream of matching events addressed to this gateway's sessions."""
         return f"{self.tag}/inbox"
 
+    @property
+    def inbox_dead_letter(self) -> str:
+        """Inbox entries the dispatcher could not turn into messages, with the error."""
+        return f"{self.tag}/inbox:dead-letter"
+
     def session(self, name: str) -> SessionKey:
         return SessionKey(self.namespace, self.gateway, name)
 

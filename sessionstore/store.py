@@ -106,6 +106,7 @@ class SessionStore:
         self._displacing = client.register_script(scripts.COMMIT_DISPLACING)
         self._claim = client.register_script(scripts.CLAIM_CLORDID)
         self._claim_append = client.register_script(scripts.CLAIM_AND_APPEND)
+        self._forget = client.register_script(scripts.FORGET_CLORDID)
 
     # --- writes -----------------------------------------------------------------------
 
@@ -198,8 +199,9 @@ class SessionStore:
         return raw.decode() if raw is not None else None
 
     def forget_clordid(self, session: SessionKey, clordid: str) -> None:
-        with _translated():
-            self.client.delete(session.clordid(clordid))
+        """Drop a claim (its request was refused after all); fenced like every session write."""
+        self._write(lambda c: self._forget(client=c, keys=[session.owner, session.clordid(clordid)],
+                                           args=[self.fence.epoch]))
 
     def order_views(self, session: SessionKey, order_ids: list[str]) -> list[str | None]:
         if not order_ids:

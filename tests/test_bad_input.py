@@ -20,7 +20,7 @@ from fixgw.application import CallbackWatch
 from matching.keys import PartitionKeys
 from sessionstore.embedded import ValkeyProcess, free_port, standalone
 from sessionstore.keys import SessionKey
-from tests.gateway_helpers import GatewayProc, RawFixClient, RawTrader, parse
+from tests.gateway_helpers import GatewayProc, RawFixClient, RawTrader, http_text, parse
 from tests.system_helpers import System, summary, wait_reports
 
 CLIENT1 = SessionKey("t", "fsg", "CLIENT1")
@@ -287,3 +287,15 @@ def test_random_mutations_of_valid_orders_each_get_an_answer_and_break_nothing(
     commands, _, _ = redis_footprint(system)
     assert commands - before[0] == accepted, "every command in the cells is an order the client saw accepted"
     still_serving(system, other, "mutations")
+
+
+def test_a_bad_inbox_entry_is_dead_lettered_and_the_dispatcher_carries_on(system: System, other) -> None:  # type: ignore[no-untyped-def]
+    client = system.store.client()
+    poison = client.xadd("{e2e/fsg}/inbox", {"event": "{not an event"}).decode()
+    client.xadd("{e2e/fsg}/inbox", {"messageId": "no-event-field"})
+    still_serving(system, other, "dead-letter")
+    dead = client.xrange("{e2e/fsg}/inbox:dead-letter")
+    assert [f[b"x-original-id"].decode() for _, f in dead][:1] == [poison]
+    assert len(dead) == 2 and b"invalid event envelope" in dead[0][1][b"x-error"]
+    assert b"no event field" in dead[1][1][b"x-error"]
+    assert 'fixgw_dispatcher_dead_lettered_total 2.0' in http_text(system.gateway.http_port, "/metrics")

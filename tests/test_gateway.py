@@ -211,3 +211,12 @@ def test_bad_input_is_refused_and_other_sessions_carry_on(tmp_path: Path, valkey
     finally:
         good.stop()
         gw.stop()
+
+
+def test_the_gateway_refuses_a_partition_count_the_cells_did_not_boot_with(tmp_path: Path,
+                                                                          valkey: ValkeyProcess) -> None:
+    valkey.client().hset("matching:{matching-p0}:meta", "partitionCount", 3)  # a cell booted with 3
+    gw = GatewayProc(tmp_path, valkey.url, fix_port=free_port(), mode="gateway",
+                     extra="").start()
+    assert gw.wait(30) == 2
+    assert "partition_count = 2, but partition 0 was booted with MATCHING_PARTITION_COUNT=3" in gw.output()

@@ -263,3 +263,11 @@ def test_in_aof_replicated_mode_nothing_is_published_before_it_is_durable() -> N
             w.step(block_ms=10)
             time.sleep(0.05)
         assert inbox_ids(cell) == [f"cmd{i}:0" for i in range(4)], "published once a replica has them on disk"
+
+
+def test_backlog_gauges_move_while_events_flow(valkey: ValkeyProcess) -> None:
+    cell = valkey.client()
+    add_events(cell, 250)
+    w = worker(cell, cell)
+    assert w.step(block_ms=10) == 100  # a read that returned entries still updates the gauges
+    assert w.metrics.stream_length._value.get() == 250
