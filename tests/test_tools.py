@@ -152,3 +152,13 @@ def test_console_scripts_are_installed() -> None:
     for tool in ("fixgw-sizing", "fixgw-inspect"):
         out = subprocess.run([str(Path(sys.executable).parent / tool), "--help"], capture_output=True, text=True)
         assert out.returncode == 0 and "usage" in out.stdout
+
+
+def test_json_may_follow_the_subcommand_as_users_type_it(valkey: ValkeyProcess,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    seed_sessions(valkey.client())
+    code, out, _ = run(inspect_cli.main, ["--url", valkey.url, "messages", "insp/fsg/CLIENT1", "--json",
+                                          "--from", "1", "--to", "2"], capsys)
+    assert code == 0 and [m["seq"] for m in json.loads(out)["messages"]] == [1, 2]
+    code, out, _ = run(inspect_cli.main, ["--url", valkey.url, "--json", "state", "insp/fsg/CLIENT1"], capsys)
+    assert code == 0 and json.loads(out)["fields"], "--json before the subcommand still works"
