@@ -161,7 +161,7 @@ def test_status_of_an_unknown_order_says_so(clients) -> None:  # type: ignore[no
 def test_fifty_order_entry_sessions_and_two_drop_copies_on_one_gateway(tmp_path_factory: pytest.TempPathFactory) -> None:
     from collections import Counter
 
-    from tests.gateway_helpers import RawTrader
+    from tests.gateway_helpers import RawTrader, http_text
 
     names = [f"S{i:02d}" for i in range(50)]
     sessions = "".join(f'\n[[gateway.session]]\nname = "{n}"\n' for n in names)
@@ -194,6 +194,9 @@ def test_fifty_order_entry_sessions_and_two_drop_copies_on_one_gateway(tmp_path_
                 assert len(ids) == (200 if n.startswith("DC") else 4), n
                 seqs = [int(m[34]) for m in t.received]
                 assert seqs == list(range(1, len(seqs) + 1)), f"{n}: numbers in order, none skipped"
+            metrics = http_text(s.gateway.http_port, "/metrics")
+            assert "fixgw_group_commit_misses_total{" not in metrics, \
+                "every report went out under the number and bytes it was committed with (group commit, no fallback)"
         finally:
             for t in traders.values():
                 t.close()
