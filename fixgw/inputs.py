@@ -65,7 +65,3 @@ def logon_problem(raw: str) -> str | None:
         shown = "none" if hb is None else repr(printable(hb[:20], "?"))
         return f"HeartBtInt (108) must be a whole number of seconds 0..{MAX_HEART_BT_INT}, got {shown}"
     return None
-
-
-def is_logon(raw: str) -> bool:
-    return "\x0135=A\x01" in raw

@@ -12,7 +12,7 @@ from sessionstore import SessionKey, SessionStore, connect
 from sessionstore.embedded import ValkeyProcess, free_port, standalone
 from sessionstore.settings import RedisEndpoint
 from sessionstore.store import FixedEpoch
-from tests.gateway_helpers import FixClient, GatewayProc, RawFixClient, body_without, fields, http_text, wait_until
+from tests.gateway_helpers import FixClient, GatewayProc, RawFixClient, body_without, fields, http_text
 
 CLIENT1 = SessionKey("t", "fsg", "CLIENT1")
 VOLATILE = {"43", "122", "52", "9", "10"}  # what a resend may change (PossDup, times, length, checksum)
