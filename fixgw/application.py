@@ -3,7 +3,8 @@
 Owns the persistence callbacks (DESIGN §4): ``toApp``/``toAdmin`` commit each outbound
 message (and its sequence numbers) to the session store before QuickFIX sends it —
 resends carrying PossDupFlag=Y are already stored and skipped; ``fromApp``/``fromAdmin``
-record the next expected target sequence number (written behind, coalesced: ``targets``);
+record the next expected target sequence number (written behind, coalesced, after the
+message's work: ``intake``);
 a reset in QuickFIX (ResetSeqNumFlag,
 ResetOnLogon/Logout/Disconnect, a new session period) resets Redis too. What the
 messages *mean* is a ``Behaviour``'s business (AT echo, order entry); this file must not
@@ -41,7 +42,7 @@ from .config import SessionConfig
 from .fixmsg import business_reject, wire_bytes
 from .inputs import MAX_SEQ_NUM, logon_problem
 from .metrics import GatewayMetrics
-from .targets import TargetRecorder
+from .intake import Intake
 
 log = logging.getLogger("fixgw.session")
 
@@ -127,6 +128,9 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
                  restore_local_copy: Callable[[SessionConfig], None] = lambda cfg: None) -> None:
         super().__init__()
         self.sessions = sessions  # by QuickFIX SessionID text
+        # Looked up on every callback: built once (the profile showed them on the hot path).
+        self._keys = {text: (cfg, cfg.key(namespace)) for text, cfg in sessions.items()}
+        self._names = {text: str(key) for text, (_, key) in self._keys.items()}
         self.stores = stores  # by kind (fsg / dc): each is fenced by its own gateway lock
         self.namespace = namespace
         self.behaviour = behaviour
@@ -139,7 +143,7 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
         # Per session, not process-wide: a session's outbound numbers are checked and stored in
         # order, and no session waits for another's round trip.
         self._persist_locks = {cfg.key(namespace): threading.Lock() for cfg in sessions.values()}
-        self.targets = TargetRecorder(fatal, lambda key, target: metrics.target_seq.labels(str(key)).set(target))
+        self.intake = Intake(fatal, lambda key, target: metrics.target_seq.labels(str(key)).set(target), self.deliver)
         # Held by any thread but a session's own while it calls into that session, so the
         # restore after a refused Logon never runs beside a dispatcher send.
         self._send_locks = {text: threading.Lock() for text in sessions}
@@ -155,12 +159,12 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
     # --- lookups ----------------------------------------------------------------------
 
     def _session(self, sid: fix.SessionID) -> tuple[SessionConfig, SessionKey, SessionStore]:
-        cfg = self.sessions[sid.toString()]
-        return cfg, cfg.key(self.namespace), self.stores[cfg.kind]
+        cfg, key = self._keys[sid.toString()]
+        return cfg, key, self.stores[cfg.kind]
 
     def _name(self, sid: fix.SessionID) -> str:
-        cfg = self.sessions.get(sid.toString())
-        return str(cfg.key(self.namespace)) if cfg is not None else sid.toString()
+        text = sid.toString()
+        return self._names.get(text, text)
 
     def _unexpected(self, where: str, sid: fix.SessionID, exc: BaseException) -> None:
         log.error("%s: %s failed: %s: %s", self._name(sid), where, type(exc).__name__, exc, exc_info=exc)
@@ -418,7 +422,7 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
 
     def _reset(self, key: SessionKey, store: SessionStore, next_target: int) -> None:
         try:
-            with self.targets.resetting(key):
+            with self.intake.resetting(key):
                 store.reset(key, next_target=next_target)
         except StoreError as exc:
             self.fatal(f"{key}: cannot reset the stored session: {exc}")
@@ -455,7 +459,7 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
             return
         if msg_type == "A":
             self._logon_target[key] = target
-        self.targets.record(key, store, target)  # written behind, off this thread (targets.py)
+        self.intake.record(key, store, target)  # written behind, after the message's work (intake.py)
 
     def kick(self, sid: fix.SessionID, reason: str) -> None:
         """Log the session out with ``reason`` (QuickFIX sends the Logout on its next tick)."""

@@ -73,6 +73,8 @@ class Gateway:
         out += [f"{kind} lock not held" for kind, lock in self.locks.items() if not lock.held]
         if self.application is not None:
             out += [f"callback stalled: {s}" for s in self.application.watch.stalled(self.settings.callback_stall_limit)]
+            if not self.application.intake.alive() and self.active.is_set():
+                out.append("intake stopped")
         health = getattr(self.behaviour, "problems", None)
         if health is not None:
             out += health()
@@ -162,7 +164,7 @@ class Gateway:
             self.acceptor.stop()
             self.acceptor = None
         if self.application is not None:
-            self.application.targets.stop()  # the last inbound numbers, before the lock goes
+            self.application.intake.stop()  # the last inbound numbers, before the lock goes
         for kind, lock in self.locks.items():
             lock.release()
             self.metrics.lock_held.labels(kind).set(0)

@@ -37,6 +37,8 @@ class IdleBoundedPool(redis.BlockingConnectionPool):
 
     def release(self, connection: Any) -> None:
         super().release(connection)
+        if len(self._connections) <= self.max_idle:
+            return  # no more sockets than may idle: nothing to close (skip the scan on the hot path)
         with self._lock:
             idle_open = [c for c in list(self.pool.queue) if c is not None and c._sock is not None]
             for surplus in idle_open[self.max_idle :]:

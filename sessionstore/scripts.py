@@ -72,13 +72,13 @@ for i = 1, n do
   if tonumber(ARGV[b + 3]) ~= last + i then
     return redis.error_reply('SEQREUSE batch number ' .. ARGV[b + 3] .. ' does not follow lastSentSeqNum ' .. last)
   end
-  if redis.call('SISMEMBER', KEYS[3], ARGV[b + 4]) == 1 then seen[#seen + 1] = ARGV[b + 4] end
+  if ARGV[b + 4] ~= '' and redis.call('SISMEMBER', KEYS[3], ARGV[b + 4]) == 1 then seen[#seen + 1] = ARGV[b + 4] end
 end
 if #seen > 0 then return seen end
 for i = 1, n do
   local b = 2 + (i - 1) * 6
   redis.call('HSET', KEYS[5 + i], ARGV[b + 1], ARGV[b + 2])
-  redis.call('SADD', KEYS[3], ARGV[b + 4])
+  if ARGV[b + 4] ~= '' then redis.call('SADD', KEYS[3], ARGV[b + 4]) end
   if ARGV[b + 6] ~= '' then redis.call('HSET', KEYS[4], ARGV[b + 5], ARGV[b + 6]) end
   redis.call('HSET', KEYS[5], ARGV[b + 3], ARGV[b + 4])
 end

@@ -1,0 +1,187 @@
+"""The gateway's intake stage: what inbound messages make the gateway write, in batches, off
+QuickFIX's threads (DESIGN §7).
+
+QuickFIX's session threads only validate and translate; they hand the rest here and return:
+
+- **work** (an order's ClOrdID claim and command append, a cancel's lookup): written in
+  arrival order, one packed round trip per datastore for every piece of work since the last
+  cycle. Work that must *read* first (a cancel looks up its original order) cuts the batch, so
+  it sees everything before it written;
+- **answers** a behaviour sends (the AT echo): one group commit per session, then sent;
+- **inbound sequence numbers**: the newest number of each session, written *last* in a cycle.
+
+Why the number goes last: the stored targetSeqNum says from where a successor asks the
+counterparty to resend. Written late (or lost in a crash), the successor asks for messages
+that were already handled, and handling them again is idempotent (the ClOrdID window,
+deterministic command ids, AT's PossResend check). Written *before* the work it covers, a
+crash would lose a message. Every piece of work is queued before its message's number (the
+callback queues work, then the number), a cycle takes both at once, and writes the number
+after the work and its answers.
+
+Resets: a session's reset must not be overtaken by an older number still on its way, so
+``resetting`` holds the cycle off while the reset is written.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+import quickfix as fix
+
+from sessionstore import SessionKey, SessionStore, StoreError
+
+log = logging.getLogger("fixgw.intake")
+
+
+class Work(Protocol):
+    """A piece of inbound work: the calls it writes, and what it does with their replies."""
+
+    store: SessionStore
+    reads_first: bool  # ``prepare`` reads the store: everything queued before must be written first
+
+    def prepare(self) -> list[tuple[Any, ...]]:
+        """The calls to write for this work (may be none: answered already)."""
+        ...
+
+    def settle(self, replies: list[Any] | StoreError) -> None:
+        """After the write: the replies in order (an error reply as a StoreError in its
+        place), or the error that stopped the round trip."""
+        ...
+
+    def failed(self, exc: Exception) -> None:
+        """A bug in ``prepare``/``settle``: answer the request with the reason, best effort."""
+        ...
+
+
+class Intake:
+    def __init__(self, fatal: Callable[[str], None], on_written: Callable[[SessionKey, int], None],
+                 deliver: Callable[[fix.SessionID, list[Any]], None]) -> None:
+        self._fatal = fatal
+        self._on_written = on_written
+        self._deliver = deliver  # GatewayApplication.deliver: group commit, then send
+        self._work: list[Work] = []
+        self._answers: dict[str, tuple[fix.SessionID, list[Any]]] = {}
+        self._targets: dict[SessionKey, tuple[SessionStore, int]] = {}
+        self._cond = threading.Condition()
+        self._io = threading.Lock()  # held by a cycle and by a reset
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="intake", daemon=True)
+        self._thread.start()
+
+    # --- called from QuickFIX's threads ------------------------------------------------
+
+    def submit(self, work: Work) -> None:
+        with self._cond:
+            self._work.append(work)
+            self._cond.notify()
+
+    def answer(self, sid: fix.SessionID, delivery: Any) -> None:
+        """Send ``delivery`` (an ``application.Delivery``) after a group commit."""
+        with self._cond:
+            self._answers.setdefault(sid.toString(), (sid, []))[1].append(delivery)
+            self._cond.notify()
+
+    def record(self, session: SessionKey, store: SessionStore, target: int) -> None:
+        """``target`` is the next number expected from ``session``'s counterparty; call it
+        after the message's work and answers were queued."""
+        with self._cond:
+            self._targets[session] = (store, target)
+            self._cond.notify()
+
+    @contextmanager
+    def resetting(self, session: SessionKey) -> Iterator[None]:
+        """Around a session reset: drop its unwritten number; no cycle runs meanwhile."""
+        with self._io:
+            with self._cond:
+                self._targets.pop(session, None)
+            yield
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    # --- the cycle ---------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write everything queued now (also called on a clean stop)."""
+        with self._io:
+            with self._cond:
+                work, self._work = self._work, []
+                answers, self._answers = self._answers, {}
+                targets, self._targets = self._targets, {}
+            self._write_work(work)
+            for sid, deliveries in answers.values():
+                try:
+                    self._deliver(sid, deliveries)
+                except StoreError as exc:
+                    self._fatal(f"{sid.toString()}: answers not stored: {exc}")
+                    return
+            by_store: dict[int, tuple[SessionStore, dict[SessionKey, int]]] = {}
+            for session, (store, target) in targets.items():
+                by_store.setdefault(id(store), (store, {}))[1][session] = target
+            for store, numbers in by_store.values():
+                try:
+                    store.set_next_target_seq_nums(numbers)
+                except StoreError as exc:
+                    self._fatal(f"inbound MsgSeqNums of {sorted(map(str, numbers))} not recorded: {exc}")
+                    return
+                for session, target in numbers.items():
+                    self._on_written(session, target)
+
+    def _write_work(self, work: list[Work]) -> None:
+        """In order; a batch is cut before work that reads first, one write per datastore."""
+        batch: list[tuple[Work, list[tuple[Any, ...]]]] = []
+        for item in work:
+            if item.reads_first and batch:
+                self._write_batch(batch)
+                batch = []
+            try:
+                batch.append((item, item.prepare()))
+            except Exception as exc:  # noqa: BLE001 (one request's bug answers that request)
+                log.exception("intake: request failed while prepared")
+                item.failed(exc)
+        if batch:
+            self._write_batch(batch)
+
+    def _write_batch(self, batch: list[tuple[Work, list[tuple[Any, ...]]]]) -> None:
+        by_store: dict[int, list[tuple[Work, list[tuple[Any, ...]]]]] = {}
+        for item, calls in batch:
+            by_store.setdefault(id(item.store), []).append((item, calls))
+        for items in by_store.values():
+            calls = [c for _, item_calls in items for c in item_calls]
+            outcome: list[Any] | StoreError
+            try:  # an error reply stands in its call's place; only a failed round trip raises
+                outcome = items[0][0].store.write(calls, raise_on_error=False) if calls else []
+            except StoreError as exc:
+                outcome = exc  # each piece of work learns its own outcome (settle checks the store)
+            at = 0
+            for item, item_calls in items:
+                mine = outcome if isinstance(outcome, StoreError) else outcome[at:at + len(item_calls)]
+                at += len(item_calls)
+                try:
+                    item.settle(mine)
+                except Exception as exc:  # noqa: BLE001
+                    log.exception("intake: request failed while settled")
+                    item.failed(exc)
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        self._thread.join(5)
+        self.flush()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not (self._work or self._answers or self._targets) and not self._stopped:
+                    self._cond.wait()
+                if self._stopped:
+                    return
+            try:
+                self.flush()
+            except Exception:  # noqa: BLE001 (a bug here must not stop the intake for good)
+                log.exception("intake: cycle failed")
