@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,13 @@ log = logging.getLogger("fixgw.orders")
 
 POSS_DUP, POSS_RESEND, MSG_SEQ_NUM, MSG_TYPE = 43, 97, 34, 35
 INCORRECT_DATA_FORMAT = "6"  # SessionRejectReason
+
+
+def incarnation() -> str:
+    """Allocated when a ClOrdID is claimed: a ClOrdID reused after its idempotency window (FIX
+    allows it across days) becomes a new order id and command id, never the old order's. Only
+    uniqueness per (session, ClOrdID) matters, and one writer claims for a session at a time."""
+    return f"{time.time_ns():x}"
 
 
 class CommandRouter:
@@ -156,7 +164,7 @@ class OrderEntryBehaviour:
     def _new_order(self, r: OrderRequest) -> None:
         session, clordid, cfg = str(r.key), r.fields.get(11, ""), r.cfg
         try:
-            req = tr.new_order(r.fields, self.table, session, self.router.partition_count)
+            req = tr.new_order(r.fields, self.table, session, self.router.partition_count, incarnation())
         except tr.Refusal as refusal:
             view = tr.refused_view(r.fields, session)
             self._reply(r.sid, "8", tr.refusal_report(view, refusal, f"R-{r.seq}-{clordid}", cfg.begin_string))
@@ -190,9 +198,10 @@ class OrderEntryBehaviour:
             view = self._view(r.store, r.key, original)
             pair = original["pairId"] if original else None
             if replace:
-                req = tr.replace_order(r.fields, view, pair, self.table, session, self.router.partition_count)
+                req = tr.replace_order(r.fields, view, pair, self.table, session, self.router.partition_count,
+                                       incarnation())
             else:
-                req = tr.cancel_order(r.fields, view, pair, session, self.router.partition_count)
+                req = tr.cancel_order(r.fields, view, pair, session, self.router.partition_count, incarnation())
         except tr.Refusal as refusal:
             self._reply(r.sid, "9", tr.cancel_reject(original["orderId"] if original else "NONE", clordid, orig,
                                                      view.status if view else "8", response_to, refusal.reason,

@@ -51,14 +51,18 @@ class Refusal(Exception):
         self.text = text
 
 
-def command_id(session: str, clordid: str) -> str:
-    """Deterministic from (session, ClOrdID): a republished command is the same command."""
-    digest = hashlib.sha256(f"{session}\x00{clordid}".encode()).hexdigest()[:20]
+def command_id(session: str, clordid: str, incarnation: str = "") -> str:
+    """Deterministic from (session, ClOrdID, incarnation). The command is stored with the
+    ClOrdID's claim and republished from there, so a republished command is the same command;
+    ``incarnation`` (allocated when the ClOrdID is claimed) tells apart a ClOrdID reused after
+    its idempotency window, which is a new request the cell must not take for the old one."""
+    digest = hashlib.sha256(f"{session}\x00{clordid}\x00{incarnation}".encode()).hexdigest()[:20]
     return f"fix-{digest}"
 
 
-def order_id(session: str, clordid: str) -> str:
-    return f"{session}/{clordid}"
+def order_id(session: str, clordid: str, incarnation: str = "") -> str:
+    """Unique for the life of the venue when ``incarnation`` is (see ``command_id``)."""
+    return f"{session}/{clordid}/{incarnation}" if incarnation else f"{session}/{clordid}"
 
 
 def _need(f: dict[int, str], tag: int, name: str) -> str:
@@ -103,7 +107,8 @@ class Request:
     view: OrderView | None = None  # for a new order: its pending view
 
 
-def new_order(f: dict[int, str], table: InstrumentTable, session: str, partition_count: int) -> Request:
+def new_order(f: dict[int, str], table: InstrumentTable, session: str, partition_count: int,
+              incarnation: str = "") -> Request:
     """NewOrderSingle (35=D) → PlaceOrder, or Refusal."""
     clordid = _need(f, 11, "ClOrdID")
     try:
@@ -134,9 +139,9 @@ def new_order(f: dict[int, str], table: InstrumentTable, session: str, partition
         raise Refusal("unsupported-order", "post-only (ExecInst 6) needs a limit order")
     if post_only and tif is not TimeInForce.GTC:
         raise Refusal("unsupported-order", "post-only (ExecInst 6) needs TimeInForce GTC")
-    oid = order_id(session, clordid)
+    oid = order_id(session, clordid, incarnation)
     payload = OrderPayload(oid, side, kind, lots, ticks, tif, post_only, f.get(1, ""), session, clordid)
-    cmd = PlaceOrder(command_id(session, clordid), inst.pair_id, partition_of(inst.pair_id, partition_count), payload)
+    cmd = PlaceOrder(command_id(session, clordid, incarnation), inst.pair_id, partition_of(inst.pair_id, partition_count), payload)
     view = OrderView(oid, clordid, inst.symbol, f[54], f[40], FIX_TIF[tif], _dec(inst.lots_to_quantity(lots)),
                      _dec(inst.ticks_to_price(ticks)) if ticks is not None else None, f.get(1, ""),
                      leaves_qty=_dec(inst.lots_to_quantity(lots)))
@@ -178,19 +183,19 @@ def _same_order(f: dict[int, str], original: OrderView) -> None:
 
 
 def cancel_order(f: dict[int, str], original: OrderView | None, pair_id: int | None, session: str,
-                 partition_count: int) -> Request:
+                 partition_count: int, incarnation: str = "") -> Request:
     """OrderCancelRequest (35=F) → CancelOrder, or Refusal (unknown or mismatched order)."""
     clordid = _need(f, 11, "ClOrdID")
     _need(f, 41, "OrigClOrdID")
     if original is None or pair_id is None:
         raise Refusal("unknown-order", f"no order with ClOrdID {f[41]} on this session")
     _same_order(f, original)
-    return Request(CancelOrder(command_id(session, clordid), pair_id, partition_of(pair_id, partition_count),
+    return Request(CancelOrder(command_id(session, clordid, incarnation), pair_id, partition_of(pair_id, partition_count),
                                original.order_id, session, clordid))
 
 
 def replace_order(f: dict[int, str], original: OrderView | None, pair_id: int | None, table: InstrumentTable,
-                  session: str, partition_count: int) -> Request:
+                  session: str, partition_count: int, incarnation: str = "") -> Request:
     """OrderCancelReplaceRequest (35=G) → ReplaceOrder (limit orders only), or Refusal."""
     clordid = _need(f, 11, "ClOrdID")
     _need(f, 41, "OrigClOrdID")
@@ -206,7 +211,7 @@ def replace_order(f: dict[int, str], original: OrderView | None, pair_id: int | 
         ticks = inst.price_to_ticks(_need(f, 44, "Price"))
     except InstrumentError as exc:
         raise Refusal(exc.reason, str(exc)) from None
-    return Request(ReplaceOrder(command_id(session, clordid), pair_id, partition_of(pair_id, partition_count),
+    return Request(ReplaceOrder(command_id(session, clordid, incarnation), pair_id, partition_of(pair_id, partition_count),
                                 original.order_id, lots, ticks, session, clordid))
 
 

@@ -112,6 +112,21 @@ def test_bad_orders_get_a_reject_and_never_reach_a_cell(system: System, clients,
     assert commands_in_cells(system) == before
 
 
+def test_a_clordid_reused_after_its_window_is_a_new_order_with_its_own_reports(system: System, clients) -> None:  # type: ignore[no-untyped-def]
+    c1, _, _ = clients
+    c1.order("w-1", "1", "2", "40.00", symbol="T6")
+    first = wait_reports(c1, "w-1", 1)[0]
+    assert (first[150], first[39]) == ("0", "0")
+    client = system.store.client()
+    claims = list(client.scan_iter(match="*clordid:w-1"))
+    assert len(claims) == 1
+    client.delete(*claims)  # what PEXPIRE does when the idempotency window ends
+    c1.order("w-1", "1", "3", "40.00", symbol="T6")
+    second = wait_reports(c1, "w-1", 2)[1]
+    assert (second[150], second[39], second[38]) == ("0", "0", "3"), "the reuse is accepted, not skipped"
+    assert second[37] != first[37], "a new order, under a new OrderID"
+
+
 def test_duplicate_clordid_is_refused_and_a_possresend_gets_the_status(system: System, clients) -> None:  # type: ignore[no-untyped-def]
     c1, _, _ = clients
     c1.order("d-1", "1", "2", "50.00", symbol="T6")
