@@ -41,8 +41,8 @@ from sessionstore import NotReplicated, OutboundRecord, SequenceReuse, SessionKe
 from .config import SessionConfig
 from .fixmsg import business_reject, wire_bytes
 from .inputs import MAX_SEQ_NUM, logon_problem
-from .metrics import GatewayMetrics
 from .intake import Intake
+from .metrics import GatewayMetrics
 
 log = logging.getLogger("fixgw.session")
 

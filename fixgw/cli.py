@@ -112,7 +112,8 @@ def behaviour_for(mode: str) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fixgw", description="FIX gateway on Redis/Valkey: run it (up), serve FIX (gateway), or try it (demo).")
+    parser = argparse.ArgumentParser(prog="fixgw", description="FIX gateway on Redis/Valkey: run it (up), "
+                                     "serve FIX (gateway), or try it (demo).")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start the embedded Valkey and the gateway")

@@ -67,7 +67,8 @@ class Intake:
         self._answers: dict[str, tuple[fix.SessionID, list[Any]]] = {}
         self._targets: dict[SessionKey, tuple[SessionStore, int]] = {}
         self._cond = threading.Condition()
-        self._io = threading.Lock()  # held by a cycle and by a reset
+        self._io = threading.Lock()  # held by the numbers' write and by a reset
+        self._resets: dict[SessionKey, int] = {}  # resets per session, to spot a number taken before one
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="intake", daemon=True)
         self._thread.start()
@@ -94,10 +95,14 @@ class Intake:
 
     @contextmanager
     def resetting(self, session: SessionKey) -> Iterator[None]:
-        """Around a session reset: drop its unwritten number; no cycle runs meanwhile."""
+        """Around a session reset: its unwritten number is dropped, and a number taken by a
+        cycle before the reset is never written after it. Only the numbers' write holds
+        ``_io``: a cycle calls into QuickFIX (answers, refusals), and a reset runs on a
+        QuickFIX thread that may hold the session's lock — waiting on each other would deadlock."""
         with self._io:
             with self._cond:
                 self._targets.pop(session, None)
+                self._resets[session] = self._resets.get(session, 0) + 1
             yield
 
     def alive(self) -> bool:
@@ -107,21 +112,23 @@ class Intake:
 
     def flush(self) -> None:
         """Write everything queued now (also called on a clean stop)."""
+        with self._cond:
+            work, self._work = self._work, []
+            answers, self._answers = self._answers, {}
+            targets, self._targets = self._targets, {}
+            resets = dict(self._resets)
+        self._write_work(work)
+        for sid, deliveries in answers.values():
+            try:
+                self._deliver(sid, deliveries)
+            except StoreError as exc:
+                self._fatal(f"{sid.toString()}: answers not stored: {exc}")
+                return
         with self._io:
-            with self._cond:
-                work, self._work = self._work, []
-                answers, self._answers = self._answers, {}
-                targets, self._targets = self._targets, {}
-            self._write_work(work)
-            for sid, deliveries in answers.values():
-                try:
-                    self._deliver(sid, deliveries)
-                except StoreError as exc:
-                    self._fatal(f"{sid.toString()}: answers not stored: {exc}")
-                    return
             by_store: dict[int, tuple[SessionStore, dict[SessionKey, int]]] = {}
             for session, (store, target) in targets.items():
-                by_store.setdefault(id(store), (store, {}))[1][session] = target
+                if self._resets.get(session, 0) == resets.get(session, 0):  # else: taken before a reset
+                    by_store.setdefault(id(store), (store, {}))[1][session] = target
             for store, numbers in by_store.values():
                 try:
                     store.set_next_target_seq_nums(numbers)

@@ -98,7 +98,8 @@ def run_outbox(settings: CellSettings, target_url: str | None, also: list[str]) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="fixgw-cell", description="One matching-cell process: the conductor or the outbox worker of MATCHING_PARTITION.")
+    parser = argparse.ArgumentParser(prog="fixgw-cell", description="One matching-cell process: the conductor "
+                                     "or the outbox worker of MATCHING_PARTITION.")
     parser.add_argument("role", choices=["conductor", "outbox"])
     parser.add_argument("--target-url", help="outbox: datastore of the gateway inboxes (default: the cell's own)")
     parser.add_argument("--also", action="append", default=[], help="outbox: a stream every event also goes to "

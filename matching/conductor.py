@@ -29,6 +29,7 @@ import time
 import uuid
 from collections.abc import Callable
 from typing import Any
+
 from redis.exceptions import RedisError, ResponseError
 
 from sessionstore.connection import RedisClient
@@ -39,8 +40,8 @@ from .contracts import (
     Command,
     ContractError,
     Event,
-    encode_command,
     PlaceOrder,
+    encode_command,
     parse_command,
     partition_of,
 )

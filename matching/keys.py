@@ -30,9 +30,6 @@ class PartitionKeys:
     def book(self, pair_id: int, side: Side) -> str:
         return f"{self.prefix}:book:{pair_id}:{'ask' if side is Side.SELL else 'bid'}:rates"
 
-    def book_pattern(self) -> str:
-        return f"{self.prefix}:book:*:*:rates"
-
     def processed_command(self, command_id: str) -> str:
         return f"{self.prefix}:processed-command:{command_id}"
 

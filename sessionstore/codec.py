@@ -8,12 +8,10 @@ what the seed calls redundant (record length, sequence number) and raises
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, replace
 
-import struct
-
 from construct import Bytes, FormatField, Int32ul, Int64sl, Struct, this
-
 
 # --- the outbound record -------------------------------------------------------------
 #

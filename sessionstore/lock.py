@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from types import FrameType
-from typing import Any
 
 from redis.exceptions import RedisError
 
@@ -148,19 +145,6 @@ class DispatcherLock:
             return False
         log.info("%s lock released (epoch %d)", self.gateway.tag, self._epoch)
         return released
-
-    def release_on_sigterm(self, then: Callable[[], None] | None = None) -> None:
-        """On SIGTERM: run ``then`` (e.g. log sessions out), release the lock, exit 0."""
-
-        def handler(signum: int, frame: FrameType | None) -> Any:
-            try:
-                if then is not None:
-                    then()
-            finally:
-                self.release()
-            raise SystemExit(0)
-
-        signal.signal(signal.SIGTERM, handler)
 
     def __enter__(self) -> DispatcherLock:
         if not self.acquire():

@@ -338,10 +338,6 @@ class SessionStore:
                                  [self.fence.epoch, "targetSeqNum", encode_state_field("targetSeqNum", seq_num)])
                 for session, seq_num in targets.items()]
 
-    def set_next_sender_seq_num(self, session: SessionKey, seq_num: int) -> None:
-        """Move senderSeqNum forward without a message (e.g. SequenceReset we issue)."""
-        self._update_state(session, {"senderSeqNum": seq_num})
-
     def record_connection_start(self, session: SessionKey, when_ns: int | None = None) -> None:
         self._update_state(session, {"connectionStartTime": when_ns if when_ns is not None else now_ns()})
 

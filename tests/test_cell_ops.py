@@ -19,8 +19,8 @@ from matching.contracts import OrderPayload, OrderType, PlaceOrder, Side
 from matching.http import CellHttp
 from matching.keys import PartitionKeys
 from matching.storage import reconcile
-from sessionstore.embedded import Cluster, SentinelGroup, ValkeyProcess
 from sessionstore.connection import connect
+from sessionstore.embedded import Cluster, SentinelGroup, ValkeyProcess
 from sessionstore.settings import ConfigError, RedisEndpoint
 from tests.cell_helpers import cell_client, conductor, projected, run_until_idle, stream_events, submit_all
 from tests.test_conductor import p0_flow, reference_events

@@ -162,8 +162,8 @@ def test_standby_cells_take_over_a_stalled_conductor_and_a_killed_outbox_in_orde
 
 def test_a_gateway_killed_between_a_batch_commit_and_its_sends_resends_every_stored_message(tmp_path: Path) -> None:
     from sessionstore import FixedEpoch, SessionKey, SessionStore
-    from sessionstore.settings import RedisEndpoint
     from sessionstore.connection import connect
+    from sessionstore.settings import RedisEndpoint
 
     with standalone(aof=True) as server:
         system = System(tmp_path, server, [server, server])

@@ -8,7 +8,6 @@ import time
 import pytest
 from redis.exceptions import RedisError
 
-
 from matching.contracts import Event, EventType, parse_event
 from matching.keys import PartitionKeys
 from matching.outbox import GROUP, OutboxWorker, RedisStreamsPublisher, backoff_seconds, owner_routes
