@@ -4,9 +4,8 @@ Owns the persistence callbacks (DESIGN §4): ``toApp``/``toAdmin`` commit each o
 message (and its sequence numbers) to the session store before QuickFIX sends it —
 resends carrying PossDupFlag=Y are already stored and skipped; ``fromApp``/``fromAdmin``
 record the next expected target sequence number (written behind, coalesced, after the
-message's work: ``intake``);
-a reset in QuickFIX (ResetSeqNumFlag,
-ResetOnLogon/Logout/Disconnect, a new session period) resets Redis too. What the
+message's work: ``intake``); a reset in QuickFIX (ResetSeqNumFlag, ResetOnLogon/Logout/
+Disconnect, a new session period) resets Redis too. What the
 messages *mean* is a ``Behaviour``'s business (AT echo, order entry); this file must not
 know it.
 
@@ -58,6 +57,8 @@ def sending_time() -> str:
     """SendingTime as QuickFIX writes it (UTC, milliseconds)."""
     now = datetime.now(UTC)
     return now.strftime("%Y%m%d-%H:%M:%S.") + f"{now.microsecond // 1000:03d}"
+
+
 # What QuickFIX understands when a callback raises it (DoNotSend, RejectLogon, the
 # session-level rejects); anything else raised into the bindings hangs the session.
 QUICKFIX_SIGNAL = fix.FIXException

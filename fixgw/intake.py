@@ -41,7 +41,11 @@ class Work(Protocol):
     """A piece of inbound work: the calls it writes, and what it does with their replies."""
 
     store: SessionStore
-    reads_first: bool  # ``prepare`` reads the store: everything queued before must be written first
+
+    @property
+    def reads_first(self) -> bool:
+        """``prepare`` reads the store: everything queued before must be written first."""
+        ...
 
     def prepare(self) -> list[tuple[Any, ...]]:
         """The calls to write for this work (may be none: answered already)."""

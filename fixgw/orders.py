@@ -134,14 +134,13 @@ class OrderEntryBehaviour:
             self.gateway.metrics.refused_requests.labels(str(key), "invalid-text").inc()
             fix.Session.sendToTarget(session_reject(seq, msg_type, tag, INCORRECT_DATA_FORMAT, text), sid)
             return
-        handler = {"D": self._new_order, "F": self._cancel_like, "G": self._cancel_like, "H": self._status}[msg_type]
-        request = OrderRequest(self, handler, self.gateway.stores[cfg.kind], sid, cfg, key, f, msg_type, seq,
-                               possdup, reads_first=msg_type != "D")
+        request = OrderRequest(self, self.gateway.stores[cfg.kind], sid, cfg, key, f, msg_type, seq, possdup)
         if msg_type == "D":
-            self._new_order(request)  # translated here: a refusal is answered without waiting
+            self._new_order(request)  # translated here (pure): a refusal is answered without waiting
             if request.claim is None:
                 return
-            request.handler = lambda r: None
+        else:  # the original order is looked up on the intake thread, after every earlier request
+            request.lookup = {"F": self._cancel_like, "G": self._cancel_like, "H": self._status}[msg_type]
         self.gateway.application.intake.submit(request)
 
     # --- inbound: on the intake thread (``OrderRequest.prepare``) -----------------------
@@ -240,10 +239,9 @@ class OrderEntryBehaviour:
 
 @dataclass
 class OrderRequest:
-    """One request as intake work (``intake.Work``): the handler runs on the intake thread."""
+    """One request as intake work (``intake.Work``)."""
 
     behaviour: OrderEntryBehaviour
-    handler: Any  # OrderEntryBehaviour._new_order / _cancel_like / _status, bound
     store: SessionStore
     sid: fix.SessionID
     cfg: SessionConfig
@@ -252,11 +250,16 @@ class OrderRequest:
     msg_type: str
     seq: str
     possdup: bool
-    reads_first: bool
-    claim: Claim | None = None  # set by the handler when the request claims a ClOrdID
+    lookup: Any = None  # OrderEntryBehaviour._cancel_like / _status (bound): reads the store first
+    claim: Claim | None = None  # set when the request claims a ClOrdID
+
+    @property
+    def reads_first(self) -> bool:
+        return self.lookup is not None
 
     def prepare(self) -> list[tuple[Any, ...]]:
-        self.handler(self)
+        if self.lookup is not None:
+            self.lookup(self)
         return self.claim.calls() if self.claim is not None else []
 
     def settle(self, replies: list[Any] | StoreError) -> None:

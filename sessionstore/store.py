@@ -82,13 +82,8 @@ def _translated() -> Iterator[None]:
     try:
         yield
     except ResponseError as exc:
-        # A pipeline (replicaAcks, batched writes) reports "Command # N (...) of pipeline caused error: <reply>"
-        text = str(exc).split("caused error: ", 1)[-1]
-        if text.startswith("FENCED"):
-            raise FencedWrite(text) from None
-        if text.startswith("SEQREUSE"):
-            raise SequenceReuse(text) from None
-        raise StoreError(text) from exc
+        error = store_error(exc)
+        raise error from (exc if type(error) is StoreError else None)
     except (RedisConnectionError, RedisTimeoutError) as exc:
         raise StoreUnavailable(f"Redis unreachable: {exc}") from exc
 
@@ -99,13 +94,14 @@ def claimed(reply: Any) -> bool:
 
 
 def store_error(exc: ResponseError) -> StoreError:
-    """An error reply as the store's own error."""
-    try:
-        with _translated():
-            raise exc
-    except StoreError as translated:
-        return translated
-    raise AssertionError("unreachable")
+    """An error reply as the store's own error (FENCED and SEQREUSE by name)."""
+    # A redis-py pipeline reports "Command # N (...) of pipeline caused error: <reply>"
+    text = str(exc).split("caused error: ", 1)[-1]
+    if text.startswith("FENCED"):
+        return FencedWrite(text)
+    if text.startswith("SEQREUSE"):
+        return SequenceReuse(text)
+    return StoreError(text)
 
 
 class SessionStore:
