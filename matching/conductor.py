@@ -57,6 +57,7 @@ from .storage import (
     commit_commands,
     commit_fenced,
     partition_command,
+    read_group,
     rebuild_cell,
     wait_aof,
 )
@@ -226,7 +227,16 @@ class Conductor:
     # --- the loop ---------------------------------------------------------------------
 
     def step(self, block_ms: int = 1000) -> int:
-        """One turn: hold the lease, read a batch (own pending first), process it."""
+        """One turn: hold the lease, read a batch (own pending first), process it. Whatever
+        fails on the way leaves own pending to be read first: a read that failed may have
+        delivered entries to us (its reply lost), and they come before anything newer."""
+        try:
+            return self._step(block_ms)
+        except BaseException:
+            self._own_pending = True
+            raise
+
+    def _step(self, block_ms: int) -> int:
         if not self.has_lease and not self.try_lease():
             return 0
         self._renew_if_due()
@@ -238,13 +248,11 @@ class Conductor:
         entries = []
         if self._own_pending:  # a predecessor's or a failed batch's entries come first
             count = 1 if self._isolate else self.batch_size
-            reply = self.client.xreadgroup(GROUP, CONSUMER, {stream: "0"}, count=count)
-            entries = reply[0][1] if reply else []
+            entries = read_group(self.client, GROUP, CONSUMER, stream, "0", count)
             self._own_pending = bool(entries)
             self._isolate = self._isolate and self._own_pending  # isolation ends with the pending list
         if not entries:
-            reply = self.client.xreadgroup(GROUP, CONSUMER, {stream: ">"}, count=self.batch_size, block=block_ms)
-            entries = reply[0][1] if reply else []
+            entries = read_group(self.client, GROUP, CONSUMER, stream, ">", self.batch_size, block_ms)
         if entries:
             self.process(entries)
         return len(entries)

@@ -48,7 +48,7 @@ from .config import Durability
 from .contracts import ContractError, Event, parse_event
 from .keys import PartitionKeys, publisher_fence
 from .metrics import OutboxMetrics
-from .storage import durable_barrier
+from .storage import durable_barrier, read_group
 
 log = logging.getLogger("matching.outbox")
 
@@ -320,13 +320,11 @@ class OutboxWorker:
             self._next_claim = time.monotonic() + 1.0
         if self._own_pending:
             # 3. our own pending (a failed or claimed batch) before anything new
-            reply = self.client.xreadgroup(GROUP, self.consumer, {self.keys.events: "0"}, count=self.read_count)
-            entries = reply[0][1] if reply else []
+            entries = read_group(self.client, GROUP, self.consumer, self.keys.events, "0", self.read_count)
             self._own_pending = bool(entries)
         if not entries:
-            reply = self.client.xreadgroup(GROUP, self.consumer, {self.keys.events: ">"}, count=self.read_count,
-                                           block=block_ms)
-            entries = reply[0][1] if reply else []
+            # sent once (``read_group``): a lost reply raises, and own pending is read first
+            entries = read_group(self.client, GROUP, self.consumer, self.keys.events, ">", self.read_count, block_ms)
         if time.monotonic() >= self._next_gauges:  # every cycle, at most once a second: a backlog shows
             self._gauges()
             self._next_gauges = time.monotonic() + 1.0

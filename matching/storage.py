@@ -135,6 +135,40 @@ class FencedOut(Exception):
     """The lease is not ours (or changed during the commit): nothing was written."""
 
 
+def read_group(client: RedisClient, group: str, consumer: str, stream: str, start: str, count: int,
+               block_ms: int | None = None) -> list[tuple[bytes, dict[bytes, bytes] | None]]:
+    """XREADGROUP of one stream, sent once: never retried behind the caller's back.
+
+    A read of ``>`` moves entries into the consumer's pending list. redis-py retries a command
+    whose reply was lost (a dropped connection, a failover), and a retried ``>`` read delivers
+    the *next* entries while the first ones sit in the pending list unseen: the consumer goes
+    on out of order. Here a lost reply raises instead, and the caller reads its pending list
+    (``0``) first. A Cluster goes through redis-py's client (its node routing).
+    """
+    args: list[Any] = ["XREADGROUP", "GROUP", group, consumer, "COUNT", count]
+    if block_ms is not None:
+        args += ["BLOCK", block_ms]
+    args += ["STREAMS", stream, start]
+    if is_cluster(client):
+        reply = client.xreadgroup(group, consumer, {stream: start}, count=count, block=block_ms)
+        return reply[0][1] if reply else []
+    pool = client.connection_pool
+    conn = pool.get_connection()
+    try:
+        conn.send_packed_command([hiredis.pack_command(tuple(args))], check_health=False)
+        raw = conn.read_response()
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
+    if not raw:
+        return []
+    entries = next(iter(raw.values())) if isinstance(raw, dict) else raw[0][1]  # RESP3 map, RESP2 list
+    return [(entry_id, dict(zip(fields[::2], fields[1::2], strict=True)) if fields is not None else None)
+            for entry_id, fields in entries]
+
+
 def commit_fenced(client: RedisClient, keys: PartitionKeys, token: str, commands: list[tuple[Any, ...]],
                   waitaof: tuple[int, int, int] | None) -> tuple[int, int] | None:
     """WATCH the lease, check it is ours, then MULTI/commands/EXEC, then WAITAOF on the same

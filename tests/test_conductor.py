@@ -349,6 +349,31 @@ def test_a_conductor_that_regains_the_lease_processes_what_its_predecessor_left_
     assert first.xpending(KEYS.commands, GROUP)["pending"] == 0
 
 
+def test_after_a_failed_read_the_conductor_takes_its_own_pending_entries_first(valkey: ValkeyProcess) -> None:
+    """A read of new entries whose reply is lost (a dropped connection, a failover) has moved
+    them into the conductor's pending list; they must come before anything newer — never
+    skipped by a read of the entries after them."""
+    from redis.exceptions import RedisError
+
+    from matching.conductor import CONSUMER, GROUP
+
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    c = conductor(client, lease_ttl_ms=60_000)
+    assert c.step(block_ms=10) == 0  # serving, nothing of its own pending
+    submit_all(client, [place("lost-reply", "o-lost"), place("after-it", "o-after", side=Side.SELL, price=300)])
+    # The delivery of the first entry to the conductor, whose reply never reached it:
+    assert valkey.client().xreadgroup(GROUP, CONSUMER, {KEYS.commands: ">"}, count=1)
+    valkey.pause()  # ...and the conductor's next read fails (socket timeout)
+    try:
+        with pytest.raises(RedisError):
+            c.step(block_ms=10)
+    finally:
+        valkey.resume()
+    run_until_idle(c)
+    assert [e.payload["orderId"] for e in stream_events(client)] == ["o-lost", "o-after"]
+    assert client.xpending(KEYS.commands, GROUP)["pending"] == 0
+
+
 def test_ready_needs_the_lease_and_a_loop_that_turns(valkey: ValkeyProcess) -> None:
     c = conductor(cell_client(RedisEndpoint(url=valkey.url)))
     assert not c.ready(), "no lease yet"
