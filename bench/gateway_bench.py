@@ -1,7 +1,8 @@
 """Gateway throughput on the Redis store vs the same acceptor on QuickFIX's MemoryStore,
 and takeover time (SIGKILL of the active gateway → the standby accepting logons).
 
-Both acceptors run the AT behaviour (each NewOrderSingle is echoed back), so every inbound
+Both acceptors run the AT behaviour (each NewOrderSingle is echoed back), neither keeps QuickFIX's
+message log (``message_log = false``: the baseline has none), so every inbound
 order costs one outbound message. The client is a separate process that logs on, sends
 ``--orders`` NewOrderSingles as fast as the socket takes them and reads every echo.
 
@@ -144,7 +145,8 @@ def main() -> None:
     for fsync in ("everysec", "always"):
         with standalone(aof=True, appendfsync=fsync) as server:
             gw = GatewayProc(tmp, server.url, name=f"gw-{fsync}", fix_port=free_port(), mode="at",
-                             lock_ttl="10s", renewal="2s", sessions='[[gateway.session]]\nname = "CLIENT1"\n')
+                             lock_ttl="10s", renewal="2s", extra="message_log = false",
+                             sessions='[[gateway.session]]\nname = "CLIENT1"\n')
             gw.start().wait_active(60)
             try:
                 rows.append((f"redis store, appendfsync={fsync}", run_client(gw.fix_port, args.orders)))

@@ -38,7 +38,7 @@ import quickfix as fix
 from sessionstore import NotReplicated, OutboundRecord, SequenceReuse, SessionKey, SessionStore, StoreError
 
 from .config import SessionConfig
-from .fixmsg import business_reject, wire_bytes
+from .fixmsg import business_reject, filled, wire_bytes
 from .inputs import MAX_SEQ_NUM, logon_problem
 from .intake import Intake
 from .metrics import GatewayMetrics
@@ -46,6 +46,7 @@ from .metrics import GatewayMetrics
 log = logging.getLogger("fixgw.session")
 
 POSS_DUP, MSG_SEQ_NUM, MSG_TYPE, SENDING_TIME, NEW_SEQ_NO = 43, 34, 35, 52, 36
+ADMIN_TYPES = frozenset({"0", "1", "2", "3", "4", "5", "A"})  # FIX's session-level messages
 
 
 # Fault tests only (tests/test_e2e_faults.py): the process ends between a batch's commit and
@@ -90,6 +91,7 @@ class Delivery:
     seq: int = 0  # the number it was committed under (0: not committed ahead)
     raw: bytes = b""  # the message exactly as committed
     sending_time: str = ""
+    text: str = ""  # the message before QuickFIX fills its header (``toString``, taken once)
 
 
 def die(reason: str, code: int = 4) -> None:
@@ -105,12 +107,12 @@ class CallbackWatch:
     the stall limit means a session thread no longer serves its session (``/ready``)."""
 
     def __init__(self) -> None:
-        self._running: dict[int, tuple[float, str]] = {}
+        self._running: dict[int, tuple[float, str, str]] = {}
 
     @contextmanager
-    def running(self, what: str) -> Iterator[None]:
+    def running(self, what: str, session: str) -> Iterator[None]:
         me = threading.get_ident()
-        self._running[me] = (time.monotonic(), what)
+        self._running[me] = (time.monotonic(), what, session)
         try:
             yield
         finally:
@@ -118,7 +120,7 @@ class CallbackWatch:
 
     def stalled(self, limit_s: float) -> list[str]:
         now = time.monotonic()
-        return [f"{what} for {now - since:.1f}s" for since, what in list(self._running.values())
+        return [f"{what} {session} for {now - since:.1f}s" for since, what, session in list(self._running.values())
                 if now - since > limit_s]
 
 
@@ -226,21 +228,18 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
                 raise StoreError(f"{key}: a delivery was not stored; its entry is retried")
 
     def _prepare(self, cfg: SessionConfig, d: Delivery, seq: int, stamp: str) -> None:
-        """Fill ``d``'s header as QuickFIX will at send time, under ``seq``; keep its bytes."""
-        header = d.message.getHeader()
-        header.setField(fix.BeginString(cfg.begin_string))
-        header.setField(fix.SenderCompID(cfg.sender_comp_id))
-        header.setField(fix.TargetCompID(cfg.target_comp_id))
-        header.setField(fix.MsgSeqNum(seq))
-        header.setField(fix.StringField(SENDING_TIME, stamp))
-        d.seq, d.raw, d.sending_time = seq, wire_bytes(d.message), stamp
+        """``d``'s bytes as QuickFIX will send them under ``seq`` (its header filled then)."""
+        if not d.text:
+            d.text = d.message.toString()
+        d.seq, d.sending_time = seq, stamp
+        d.raw = filled(d.text, cfg.begin_string, cfg.sender_comp_id, cfg.target_comp_id, seq, stamp)
 
-    def _in_flight_delivery(self, sid: fix.SessionID) -> Delivery | None:
-        """The delivery this thread is sending to ``sid`` right now, if any (taken once)."""
-        entry = self._in_flight.get(sid.toString())
+    def _in_flight_delivery(self, text: str) -> Delivery | None:
+        """The delivery this thread is sending to session ``text`` right now, if any (taken once)."""
+        entry = self._in_flight.get(text)
         if entry is None or entry[0] != threading.get_ident():
             return None
-        del self._in_flight[sid.toString()]
+        del self._in_flight[text]
         return entry[1]
 
     # --- QuickFIX callbacks -----------------------------------------------------------
@@ -249,7 +248,7 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
         return None
 
     def onLogon(self, sid: fix.SessionID) -> None:  # noqa: N802
-        with self.watch.running(f"onLogon {self._name(sid)}"):
+        with self.watch.running("onLogon", self._name(sid)):
             try:
                 cfg, key, store = self._session(sid)
                 try:
@@ -262,7 +261,7 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
                 self._unexpected("onLogon", sid, exc)
 
     def onLogout(self, sid: fix.SessionID) -> None:  # noqa: N802
-        with self.watch.running(f"onLogout {self._name(sid)}"):
+        with self.watch.running("onLogout", self._name(sid)):
             try:
                 cfg, key, store = self._session(sid)
                 log.info("%s logged out", key)
@@ -273,7 +272,7 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
                 self._unexpected("onLogout", sid, exc)
 
     def toAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
-        with self.watch.running(f"toAdmin {self._name(sid)}"):
+        with self.watch.running("toAdmin", self._name(sid)):
             try:
                 self._persist(message, sid)
             except Exception as exc:  # noqa: BLE001
@@ -281,10 +280,12 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
                 self.fatal(f"{self._name(sid)}: admin message not stored, not sent: {type(exc).__name__}: {exc}")
 
     def toApp(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
-        with self.watch.running(f"toApp {self._name(sid)}"):
-            delivery = self._in_flight_delivery(sid)
+        text = sid.toString()
+        with self.watch.running("toApp", self._names.get(text, text)):
+            delivery = self._in_flight_delivery(text)
             try:
-                self._persist(message, sid, delivery)
+                if delivery is None or not self._sent_as_committed(message, text, delivery):
+                    self._persist(message, sid, delivery)
             except NotReplicated as exc:
                 # Stored, so its number is used: sending nothing and going on would reuse it. Stop;
                 # the successor resends it from Redis when the counterparty asks.
@@ -295,12 +296,27 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
                           type(exc).__name__, exc)
                 self.metrics.store_failures.labels(key).inc()
                 if delivery is not None:
-                    self._delivery_failed.add(sid.toString())
+                    self._delivery_failed.add(text)
                 threading.Thread(target=self._disconnect, args=(sid,), daemon=True).start()
                 raise fix.DoNotSend() from None
 
+    def _sent_as_committed(self, message: fix.Message, text: str, delivery: Delivery) -> bool:
+        """The hot path of a group commit: QuickFIX is sending ``delivery`` under the number and
+        with the bytes it was committed with (only SendingTime is QuickFIX's own: put back).
+        A handful of calls into the bindings, no store I/O. False: it is a miss (``_persist``)."""
+        if not delivery.seq:
+            return False
+        message.getHeader().setField(fix.StringField(SENDING_TIME, delivery.sending_time))
+        if wire_bytes(message) != delivery.raw:
+            return False
+        cfg, key = self._keys[text]
+        with self._persist_locks[key]:
+            self._sent_up_to[key] = delivery.seq
+        self.metrics.sent(self._names[text], delivery.msg_type, delivery.seq)
+        return True
+
     def fromAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
-        with self.watch.running(f"fromAdmin {self._name(sid)}"):
+        with self.watch.running("fromAdmin", self._name(sid)):
             if message.getHeader().getField(MSG_TYPE) == "A":
                 problem = logon_problem(message.toString())
                 if problem is not None:
@@ -308,12 +324,13 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
                     self.metrics.refused_logons.labels(self._name(sid)).inc()
                     self._refused_logon_cleanup(sid)
                     raise fix.RejectLogon(f"Logon refused: {problem}")  # → Logout with this text
-            self._record_inbound_safely(message, sid)
+            self._record_inbound_safely(message, sid, sid.toString())
 
     def fromApp(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
-        with self.watch.running(f"fromApp {self._name(sid)}"):
+        text = sid.toString()
+        with self.watch.running("fromApp", self._names.get(text, text)):
             try:
-                cfg, _, _ = self._session(sid)
+                cfg, _ = self._keys[text]
                 self.behaviour.on_app_message(message, sid, cfg)
             except QUICKFIX_SIGNAL:
                 raise  # a session-level reject QuickFIX builds itself (and records the number)
@@ -324,7 +341,7 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
             # unrecorded, so after takeover the counterparty is asked to resend it (PossDup)
             # and handling it again is idempotent (ClOrdID window, deterministic command id).
             # Recorded first, a crash in between would lose the message.
-            self._record_inbound_safely(message, sid)
+            self._record_inbound_safely(message, sid, text)
 
     def _refuse(self, message: fix.Message, sid: fix.SessionID, text: str) -> None:
         """BusinessMessageReject for a request the behaviour failed on; best effort."""
@@ -378,18 +395,11 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
         header = message.getHeader()
         cfg, key, store = self._session(sid)
         msg_type = header.getField(MSG_TYPE)
-        self.metrics.messages_out.labels(str(key), msg_type).inc()
-        if _field(header, POSS_DUP) == "Y":
-            return  # a resend: the original is stored already
         seq = int(header.getField(MSG_SEQ_NUM))
+        if delivery is None and _field(header, POSS_DUP) == "Y":
+            self.metrics.sent(str(key), msg_type, 0)
+            return  # a resend: the original is stored already
         with self._persist_locks[key]:
-            if delivery is not None and delivery.seq == seq:
-                # Committed ahead under this very number: the same bytes go out, or it is a miss.
-                header.setField(fix.StringField(SENDING_TIME, delivery.sending_time))
-                if wire_bytes(message) == delivery.raw:
-                    self._sent_up_to[key] = seq
-                    self.metrics.sender_seq.labels(str(key)).set(seq + 1)
-                    return
             if delivery is not None and delivery.seq:
                 self.metrics.group_commit_misses.labels(str(key)).inc()
             raw = wire_bytes(message)
@@ -419,7 +429,7 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
                                           if delivery is not None else ()))
             self._last_sent[key] = max(seq, last)
             self._sent_up_to[key] = seq
-        self.metrics.sender_seq.labels(str(key)).set(seq + 1)
+        self.metrics.sent(str(key), msg_type, seq)
 
     def _reset(self, key: SessionKey, store: SessionStore, next_target: int) -> None:
         try:
@@ -431,25 +441,29 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
         self._sent_marks.pop(key, None)
         log.info("%s: new FIX session: stored sequence numbers reset", key)
 
-    def _record_inbound_safely(self, message: fix.Message, sid: fix.SessionID) -> None:
+    def _record_inbound_safely(self, message: fix.Message, sid: fix.SessionID, text: str) -> None:
         # No store I/O here (the recorder writes behind and fails fast itself): only a bug can raise.
         try:
-            self._record_inbound(message, sid)
+            self._record_inbound(message, sid, text)
         except Exception as exc:  # noqa: BLE001
             self._unexpected("record inbound", sid, exc)
 
-    def _record_inbound(self, message: fix.Message, sid: fix.SessionID) -> None:
+    def _record_inbound(self, message: fix.Message, sid: fix.SessionID, text: str) -> None:
         header = message.getHeader()
-        cfg, key, store = self._session(sid)
+        cfg, key = self._keys[text]
         msg_type = header.getField(MSG_TYPE)
-        self.metrics.messages_in.labels(str(key), msg_type).inc()
+        self.metrics.received(self._names[text], msg_type)
         seq = int(header.getField(MSG_SEQ_NUM))
-        expected = fix.Session.lookupSession(sid).getExpectedTargetNum()
         target: int | None = None
-        if msg_type == "4":  # SequenceReset (gap fill or reset): NewSeqNo moves the target forward
+        if msg_type not in ADMIN_TYPES:
+            # QuickFIX hands an application message over only in sequence (Session::verify
+            # queues one too high and drops one too low first): it is the expected number.
+            target = seq + 1
+        elif msg_type == "4":  # SequenceReset (gap fill or reset): NewSeqNo moves the target forward
             new_seq = int(message.getField(NEW_SEQ_NO))
+            expected = fix.Session.lookupSession(sid).getExpectedTargetNum()
             target = new_seq if new_seq > expected else None
-        elif seq == expected:  # QuickFIX increments after this callback
+        elif seq == fix.Session.lookupSession(sid).getExpectedTargetNum():  # QuickFIX increments after this callback
             target = seq + 1
         if target is None:
             return
@@ -460,7 +474,7 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
             return
         if msg_type == "A":
             self._logon_target[key] = target
-        self.intake.record(key, store, target)  # written behind, after the message's work (intake.py)
+        self.intake.record(key, self.stores[cfg.kind], target)  # written behind, after the message's work (intake.py)
 
     def kick(self, sid: fix.SessionID, reason: str) -> None:
         """Log the session out with ``reason`` (QuickFIX sends the Logout on its next tick)."""

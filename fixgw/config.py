@@ -107,6 +107,9 @@ class GatewaySettings(BaseModel):
     sender_comp_id: str = "FIXGW"
     state_dir: Path = Path("var/gateway")  # disposable local FileStore copies, rebuilt from Redis
     dictionaries: Path = DICTIONARIES
+    # QuickFIX's message and event log files under state_dir/log (every message in and out, one
+    # write and flush each). The outbound messages are in Redis either way: false saves the writes.
+    message_log: bool = True
     check_latency: bool = True
     max_latency: int = Field(120, ge=1)
     # /ready turns 503 when a QuickFIX callback has run longer than this (a stuck session thread)

@@ -134,10 +134,13 @@ class Gateway:
         sessions = {cfg.session_id_text: cfg for cfg in self.settings.session}
         self.application = GatewayApplication(sessions, self.stores, self.namespace, self.behaviour, self.metrics,
                                               last_sent, restore_local_copy=self.rematerialise)
-        log_dir = state_dir / "log"
-        log_dir.mkdir(parents=True, exist_ok=True)
+        logs = []
+        if self.settings.message_log:
+            log_dir = state_dir / "log"
+            log_dir.mkdir(parents=True, exist_ok=True)
+            logs.append(fix.FileLogFactory(str(log_dir)))
         self.acceptor = fix.ThreadedSocketAcceptor(self.application, fix.FileStoreFactory(qf_settings), qf_settings,
-                                                   fix.FileLogFactory(str(log_dir)))
+                                                   *logs)
         start = getattr(self.behaviour, "start", None)
         if start is not None:  # before the first connection: a request must never find it unstarted
             start(self)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
@@ -33,5 +35,26 @@ class GatewayMetrics:
         self.group_commit_misses = Counter("fixgw_group_commit_misses", "Deliveries committed ahead that went out "
                                            "under another number or other bytes (stored again, one by one)",
                                            ["session"], registry=r)
+        self._sent: dict[tuple[str, str], Any] = {}  # label children, looked up per message: cached
+        self._sender_seq: dict[str, Any] = {}
+        self._received: dict[tuple[str, str], Any] = {}
         self.dispatcher_dead_lettered = Counter("fixgw_dispatcher_dead_lettered", "Inbox entries moved to the "
                                                 "inbox dead-letter stream (not turned into messages)", registry=r)
+
+    def sent(self, session: str, msg_type: str, seq: int) -> None:
+        """One outbound message (``seq`` 0: a resend, which leaves the next number as it is)."""
+        counter = self._sent.get((session, msg_type))
+        if counter is None:
+            counter = self._sent[(session, msg_type)] = self.messages_out.labels(session, msg_type)
+        counter.inc()
+        if seq:
+            gauge = self._sender_seq.get(session)
+            if gauge is None:
+                gauge = self._sender_seq[session] = self.sender_seq.labels(session)
+            gauge.set(seq + 1)
+
+    def received(self, session: str, msg_type: str) -> None:
+        counter = self._received.get((session, msg_type))
+        if counter is None:
+            counter = self._received[(session, msg_type)] = self.messages_in.labels(session, msg_type)
+        counter.inc()

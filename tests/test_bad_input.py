@@ -116,7 +116,7 @@ def test_a_connection_that_never_logs_on_cannot_hold_a_session(tmp_path: Path, v
 
 def test_callback_watch_reports_a_stuck_callback() -> None:
     watch = CallbackWatch()
-    with watch.running("fromApp t/fsg/CLIENT1"):
+    with watch.running("fromApp", "t/fsg/CLIENT1"):
         time.sleep(0.05)
         assert watch.stalled(0.01) and "fromApp t/fsg/CLIENT1" in watch.stalled(0.01)[0]
     assert watch.stalled(0.0) == []
