@@ -19,7 +19,7 @@ from typing import Any
 import quickfix as fix
 from redis.exceptions import RedisError, ResponseError
 
-from matching.contracts import ContractError, Event, parse_event
+from matching.contracts import ContractError, Event, EventType, parse_event
 from sessionstore import GatewayKey, StoreError
 from sessionstore.connection import RedisClient
 
@@ -183,6 +183,8 @@ class Dispatcher(threading.Thread):
                 if cfg is not None and cfg.kind == "fsg":
                     out.append((cfg, tuple(roles)))
             return out
+        if event.type is EventType.COMMAND_REFUSED:
+            return []  # no order came of it: nothing for a drop copy
         out = []
         for cfg in self.drop_copies:
             roles = tuple(r for r, state in parts.items() if not cfg.accounts or state.get("account") in cfg.accounts)

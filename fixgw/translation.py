@@ -380,6 +380,8 @@ def event_messages(event: Event, views: dict[str, OrderView | None], table: Inst
         fields = cancel_reject(p["orderId"] if known else "NONE", p.get("clientOrderId", ""), orig, status,
                                "1" if p.get("responseTo") == "cancel" else "2", p["reason"], "", begin_string)
         return [Outbound("9", fields, known, f"{event.event_id}:O", p["orderId"])]
+    if t is EventType.COMMAND_REFUSED:
+        return _refused_command(event, views.get(p.get("orderId", "")), begin_string)
     exec_id = f"{event.event_id}:O"
     if t is EventType.ORDER_REJECTED and "filled" not in p:  # refused by the cell before acceptance
         known = views.get(p["orderId"])
@@ -411,6 +413,30 @@ def event_messages(event: Event, views: dict[str, OrderView | None], table: Inst
         return [Outbound("8", report(v, exec_id=exec_id, kind="5", status="5" if begin_string == "FIX.4.2" else status,
                                      begin_string=begin_string, orig_cl_ord_id=orig), v, exec_id, v.order_id)]
     raise ValueError(f"no FIX message for event type {t}")
+
+
+REFUSED_REF_MSG_TYPE = {"place": "D", "cancel": "F", "replace": "G"}
+
+
+def _refused_command(event: Event, known: OrderView | None, begin_string: str) -> list[Outbound]:
+    """A command the cell could not apply at all: a cancel or replace gets an OrderCancelReject,
+    an order the session already knows an ExecutionReport Rejected, and an order it does not
+    (the cell never accepted it, so the gateway holds no view) a BusinessMessageReject naming
+    the ClOrdID, since an ExecutionReport needs the order's side and instrument."""
+    p = event.payload
+    inbox_id, order_id, clordid, text = f"{event.event_id}:O", p.get("orderId", ""), p.get("clientOrderId", ""), p["reason"]
+    if p["responseTo"] in ("cancel", "replace"):
+        fields = cancel_reject(order_id if known else "NONE", clordid, known.cl_ord_id if known else "NONE",
+                               known.status if known else "8", "1" if p["responseTo"] == "cancel" else "2",
+                               "command-refused", text, begin_string)
+        return [Outbound("9", fields, known, inbox_id, order_id)]
+    if known is not None:
+        v = replace(known, status="8", leaves_qty="0")
+        return [Outbound("8", report(v, exec_id=inbox_id, kind="8", status="8", begin_string=begin_string,
+                                     rej_reason=ord_rej_reason("command-refused", begin_string), text=text),
+                         v, inbox_id, order_id)]
+    fields = [(372, REFUSED_REF_MSG_TYPE[p["responseTo"]]), (379, clordid or "NONE"), (380, "0"), (58, text)]
+    return [Outbound("j", fields, None, inbox_id, order_id)]
 
 
 def status_report(view: OrderView, exec_id: str, begin_string: str) -> list[tuple[int, str]]:

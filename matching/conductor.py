@@ -40,10 +40,12 @@ from .contracts import (
     Command,
     ContractError,
     Event,
+    EventType,
     PlaceOrder,
     encode_command,
     parse_command,
     partition_of,
+    refused_command_route,
 )
 from .domain import Cell, Reason, StpMode
 from .instruments import Instrument
@@ -320,7 +322,15 @@ class Conductor:
         def refuse(entry_id: bytes, fields: dict[bytes, bytes], metric: str, why: str) -> None:
             log.error("partition %d: entry %s dead-lettered: %s", self.partition, entry_id, why)
             self.metrics.failure(metric)
-            dead.append(DeadCommand(entry_id, fields, why))
+            route = refused_command_route(fields.get(b"command"))
+            refusal = None
+            if route is not None:  # its owner hears why (an ExecutionReport/OrderCancelReject/BMR)
+                route["reason"] = f"{metric}: {why}"[:500]
+                cause = route["commandId"] or f"entry-{entry_id.decode(errors='replace')}"
+                refusal = (self.clock.next(), Event(f"{cause}:refused", EventType.COMMAND_REFUSED, self.partition,
+                                                    -1, cause, route))
+                self.metrics.event(str(EventType.COMMAND_REFUSED))
+            dead.append(DeadCommand(entry_id, fields, why, refusal))
 
         for entry_id, fields in entries:
             fields = fields or {}

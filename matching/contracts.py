@@ -81,6 +81,9 @@ class EventType(StrEnum):
     ORDER_CANCELED = "order.canceled"
     ORDER_REPLACED = "order.replaced"
     CANCEL_REJECTED = "cancel.rejected"
+    # A command the conductor could not apply at all (unreadable, wrong partition, a poison
+    # entry): dead-lettered, and this event tells its owner, so no request goes unanswered.
+    COMMAND_REFUSED = "command.refused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +239,34 @@ def parse_command(raw: str | bytes, partition_count: int = MATCHING_PARTITION_CO
             raise
         raise ContractError(str(exc)) from None
     raise ContractError(f"unknown command kind {kind!r}")
+
+
+def refused_command_route(raw: bytes | str | None) -> dict[str, Any] | None:
+    """What can still be read from a command the cell refuses, to answer its owner: the
+    ``command.refused`` payload (owner, kind, ids), or None when there is no owner to tell.
+    Tolerant by design: the command failed its contract, only text that passes ``_clean`` is kept."""
+    try:
+        data = json.loads(raw) if raw is not None else None
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    order = data.get("order") if isinstance(data.get("order"), dict) else {}
+
+    def text(source: dict[str, Any], key: str) -> str:
+        try:
+            return _text(source, key)
+        except ContractError:
+            return ""
+
+    owner = text(order, "owner") or text(data, "owner")
+    if not owner:
+        return None
+    kind = data.get("kind")
+    return {"responseTo": kind if kind in ("place", "cancel", "replace") else "place",
+            "commandId": text(data, "command_id"), "orderId": text(order, "order_id") or text(data, "order_id"),
+            "owner": owner, "clientOrderId": text(order, "client_order_id") or text(data, "client_order_id"),
+            "account": text(order, "account")}
 
 
 @dataclass(frozen=True, slots=True)

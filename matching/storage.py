@@ -91,6 +91,7 @@ class DeadCommand:
     entry_id: bytes
     fields: dict[bytes, bytes]
     reason: str
+    refusal: tuple[str, Event] | None = None  # (stream id, command.refused event) when it has an owner
 
 
 def commit_commands(keys: PartitionKeys, staged: list[StagedCommand], next_priority: int,
@@ -100,6 +101,8 @@ def commit_commands(keys: PartitionKeys, staged: list[StagedCommand], next_prior
     for d in dead:  # auto ids: a replayed transaction may copy one twice, which is harmless
         out.append(("XADD", keys.commands_dead_letter, "*", "x-original-id", d.entry_id, "reason", d.reason,
                     *[x for kv in d.fields.items() for x in kv]))
+        if d.refusal is not None:
+            out.append(("XADD", keys.events, d.refusal[0], "event", d.refusal[1].encode()))
     records: list[str] = []  # processed-command and accepted-order records: one MSET
     for cmd in staged:
         for change in cmd.changes:

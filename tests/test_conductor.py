@@ -203,6 +203,28 @@ def test_command_for_another_partition_is_refused_and_changes_nothing(valkey: Va
     assert failures == {"wrong-partition": 1.0, "invalid-command": 2.0}
 
 
+def test_a_refused_command_with_an_owner_gets_a_command_refused_event_for_it(valkey: ValkeyProcess) -> None:
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    c = conductor(client)
+    owned = '{"kind":"place","command_id":"w","pair_id":1,"partition":1,"order":{"order_id":"o-w","side":"buy",' \
+            '"order_type":"limit","quantity":1,"price":200,"owner":"t/fsg/C1","client_order_id":"W1"}}'
+    client.xadd(KEYS.commands, {"command": owned})  # pair 1 is partition 1's: the wrong stream
+    client.xadd(KEYS.commands, {"command": owned.replace('"quantity":1', '"quantity":"one"').replace('"w"', '"q"')})
+    client.xadd(KEYS.commands, {"command": '{"kind":"cancel","command_id":"k","pair_id":0,"partition":0,'
+                                           '"order_id":7,"owner":"t/fsg/C1","client_order_id":"K1"}'})
+    client.xadd(KEYS.commands, {"command": '{"kind":"cancel","owner":"t/fsg/C1"'})  # unreadable: no owner to tell
+    run_until_idle(c)
+    events = stream_events(client)
+    assert [str(e.type) for e in events] == ["command.refused"] * 3
+    assert [(e.event_id, e.payload["responseTo"], e.payload["clientOrderId"], e.payload["owner"]) for e in events] == [
+        ("w:refused", "place", "W1", "t/fsg/C1"), ("q:refused", "place", "W1", "t/fsg/C1"),
+        ("k:refused", "cancel", "K1", "t/fsg/C1")]
+    assert events[0].payload["reason"].startswith("wrong-partition: command for partition 1")
+    assert "quantity must be an integer" in events[1].payload["reason"]
+    assert client.xlen(KEYS.commands_dead_letter) == 4 and client.get(KEYS.processed_command("w")) is None
+    assert not client.keys("*order*o-w*"), "nothing about the order was written"
+
+
 def test_a_different_partition_count_refuses_to_boot(valkey: ValkeyProcess) -> None:
     client = cell_client(RedisEndpoint(url=valkey.url))
     conductor(client)

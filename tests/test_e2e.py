@@ -216,3 +216,26 @@ def test_fifty_order_entry_sessions_and_two_drop_copies_on_one_gateway(tmp_path_
             for t in traders.values():
                 t.close()
             s.stop()
+
+
+def test_a_command_the_cell_cannot_apply_is_answered_to_its_session(system: System, clients) -> None:  # type: ignore[no-untyped-def]
+    """A command in the wrong partition's stream (a producer of another version, say) is
+    dead-lettered and its owner told: a BusinessMessageReject naming the ClOrdID for an order
+    the gateway never saw accepted, an OrderCancelReject for a cancel; never silence."""
+    c1, _, dc = clients
+    client = system.store.client()
+    place = ('{"kind":"place","command_id":"wp","pair_id":1,"partition":1,"order":{"order_id":"o-wp","side":"buy",'
+             '"order_type":"limit","quantity":1,"price":200,"owner":"e2e/fsg/CLIENT1","client_order_id":"WP-1"}}')
+    cancel = ('{"kind":"cancel","command_id":"wc","pair_id":1,"partition":1,"order_id":"o-wp",'
+              '"owner":"e2e/fsg/CLIENT1","client_order_id":"WC-1"}')
+    dc_before = len(reports(dc))
+    for command in (place, cancel):
+        client.xadd(PartitionKeys(0).commands, {"command": command})  # pair 1 belongs to partition 1
+    assert c1.wait(lambda: any(r.get(379) == "WP-1" for r in reports(c1)), 20)
+    bmr = next(r for r in reports(c1) if r.get(379) == "WP-1")
+    assert (bmr[35], bmr[372], bmr[380]) == ("j", "D", "0") and bmr[58].startswith("wrong-partition")
+    reject = wait_reports(c1, "WC-1", 1)[0]
+    assert (reject[35], reject[434], reject[39]) == ("9", "1", "8") and "wrong-partition" in reject[58]
+    assert client.xlen(PartitionKeys(0).commands_dead_letter) >= 2
+    time.sleep(0.3)
+    assert len(reports(dc)) == dc_before, "no order came of it: nothing for the drop copy"
