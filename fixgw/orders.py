@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,11 +67,87 @@ class CommandRouter:
         self.partition_count = partition_count
         self.colocated = colocated
 
-    def publish(self, raw_command: str) -> None:
-        self.publish_command(parse_command(raw_command, self.partition_count))
-
     def publish_command(self, command: Command) -> None:
         submit(self.clients[command.partition], command, self.partition_count)
+
+
+class HeldCommands:
+    """Commands whose append to a partition failed, or whose outcome is unknown (a timeout
+    after the write): republished in order until the datastore takes them. Safe because a
+    command id is deterministic and the cell records every processed command: an append that
+    did land the first time is skipped as a duplicate. Never answered "Rejected" — the order
+    may be live — and not "Pending New" either: the cell's report for a command that did land
+    can arrive first, and an OrdStatus going back from New to Pending confuses every client.
+    The cell's report is the answer, once the command is appended.
+
+    While a partition has held commands, later ones for it queue behind them (a cancel must
+    never overtake its order). A gateway that dies while holding commands loses them; they
+    are the claimed-but-unanswered orders the client sees as pending (README, order path).
+    """
+
+    def __init__(self, router: CommandRouter, retry_s: float = 0.2, max_retry_s: float = 2.0) -> None:
+        self._router = router
+        self._held: dict[int, deque[Command]] = {}
+        self._cond = threading.Condition()
+        self._retry = (retry_s, max_retry_s)
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="held-commands", daemon=True)
+        self._thread.start()
+
+    def publish(self, command: Command) -> bool:
+        """Publish now (True), or hold it behind the partition's held commands (False)."""
+        with self._cond:
+            if self._held.get(command.partition):
+                self._held[command.partition].append(command)
+                return False
+        try:
+            self._router.publish_command(command)
+            return True
+        except (StoreError, RedisError) as exc:
+            log.error("command %s to partition %d not appended (%s): held, republished until it is",
+                      command.command_id, command.partition, exc)
+            with self._cond:
+                self._held.setdefault(command.partition, deque()).append(command)
+                self._cond.notify()
+            return False
+
+    def problems(self) -> list[str]:
+        with self._cond:
+            return [f"{len(q)} commands held for partition {p} (its datastore does not take them)"
+                    for p, q in sorted(self._held.items()) if q]
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+
+    def _run(self) -> None:
+        wait = self._retry[0]
+        while True:
+            with self._cond:
+                while not self._stopped and not any(self._held.values()):
+                    self._cond.wait()
+                if self._stopped:
+                    return
+                heads = [(p, q[0]) for p, q in self._held.items() if q]
+            progress = False
+            for partition, command in heads:
+                try:
+                    self._router.publish_command(command)
+                except (StoreError, RedisError) as exc:
+                    log.warning("held command %s for partition %d: still not appended: %s",
+                                command.command_id, partition, exc)
+                    continue
+                progress = True
+                with self._cond:
+                    self._held[partition].popleft()
+                    if not self._held[partition]:
+                        log.info("partition %d: every held command appended", partition)
+            if progress:
+                wait = self._retry[0]
+            else:
+                time.sleep(wait)
+                wait = min(wait * 2, self._retry[1])
 
 
 class OrderEntryBehaviour:
@@ -97,6 +175,7 @@ class OrderEntryBehaviour:
                                   f"was booted with MATCHING_PARTITION_COUNT={recorded}")
         colocated = frozenset(p for p, c in clients.items() if c is gateway.client and not is_cluster(c))
         self.router = CommandRouter(clients, link.partition_count, colocated)
+        self.held = HeldCommands(self.router)
         self.dispatcher = Dispatcher(self, gateway)
         self.dispatcher.start()
 
@@ -104,10 +183,11 @@ class OrderEntryBehaviour:
         """For /ready: the dispatcher thread must be running while the gateway is active."""
         if self.dispatcher is not None and not self.dispatcher.is_alive() and not self.dispatcher.stop.is_set():
             return ["event dispatcher stopped"]
-        return []
+        return self.held.problems() if self.dispatcher is not None else []
 
     def stop(self) -> None:
         if self.dispatcher is not None:
+            self.held.stop()
             self.dispatcher.stop.set()
             self.dispatcher.join(5)
 
@@ -174,6 +254,8 @@ class OrderEntryBehaviour:
                   "command": encode_command(req.command), "view": order_view.to_dict()}
 
         def answer(outcome: str) -> None:
+            if outcome == "held":
+                return  # the cell's report answers it once the command is appended
             if outcome == "resent":
                 view = self._view(r.store, r.key, self._record(r.store, r.key, clordid)) or order_view
                 self._reply(r.sid, "8", tr.status_report(view, f"S-{r.seq}-{clordid}", cfg.begin_string))
@@ -216,8 +298,9 @@ class OrderEntryBehaviour:
         current = view
 
         def answer(outcome: str) -> None:
-            if outcome == "resent":
-                return  # the republished command's events answer it
+            if outcome in ("resent", "held"):
+                return  # the (re)published command's events answer it
+
             reason = "duplicate-order" if outcome == "duplicate" else "store-unavailable"
             self._reply(r.sid, "9", tr.cancel_reject(current.order_id, clordid, orig, current.status, response_to,
                                                      reason, "ClOrdID already used" if outcome == "duplicate" else "",
@@ -282,7 +365,7 @@ class Claim:
     clordid: str
     record: dict[str, Any]
     command: Command
-    answer: Any  # (outcome: 'duplicate' | 'resent' | 'unavailable') → None: the request's answer
+    answer: Any  # (outcome: 'duplicate' | 'resent' | 'held' | 'unavailable') → None: the request's answer
     value: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -306,7 +389,8 @@ class Claim:
 
     def _outcome(self, reply: Any) -> str:
         """'new' (published), 'duplicate' (refuse), 'resent' (republished, answer with status),
-        or 'unavailable' (fail fast: refuse)."""
+        'held' (claimed, its append waits for the partition's datastore: answer pending), or
+        'unavailable' (the session store failed: refuse)."""
         r, b = self.request, self.request.behaviour
         if isinstance(reply, StoreError):
             if self.colocated:
@@ -324,16 +408,9 @@ class Claim:
                 return "duplicate"
             first = b._record(r.store, r.key, self.clordid)
             if first is not None and first.get("command"):
-                b.router.publish(first["command"])  # same command id: never a second order
+                # Same command id: never a second order. Held if its datastore does not take it now.
+                b.held.publish(parse_command(first["command"], b.router.partition_count))
             return "resent"
-        if not self.colocated:
-            try:
-                b.router.publish_command(self.command)
-            except (StoreError, RedisError) as exc:
-                log.error("%s: ClOrdID %s refused, matching unavailable: %s", r.key, self.clordid, exc)
-                try:
-                    r.store.forget_clordid(r.key, self.clordid)
-                except StoreError:
-                    pass
-                return "unavailable"
+        if not self.colocated and not b.held.publish(self.command):
+            return "held"  # the claim stays: the command is appended when its datastore takes it
         return "new"

@@ -140,11 +140,6 @@ for i = 4, #ARGV do entry[#entry + 1] = ARGV[i] end
 return redis.call('XADD', KEYS[3], '*', unpack(entry))
 """
 
-# KEYS: owner, clordid key. ARGV: epoch. The claim of a request that was refused after all.
-FORGET_CLORDID = _FENCE + """
-return redis.call('DEL', KEYS[2])
-"""
-
 # KEYS: owner, state. ARGV: epoch, then field/value pairs of the state hash.
 UPDATE_STATE = _FENCE + """
 for i = 2, #ARGV, 2 do

@@ -127,7 +127,6 @@ class SessionStore:
         self._displacing = self._script(scripts.COMMIT_DISPLACING)
         self._claim = self._script(scripts.CLAIM_CLORDID)
         self._claim_append = self._script(scripts.CLAIM_AND_APPEND)
-        self._forget = self._script(scripts.FORGET_CLORDID)
 
     def _script(self, source: str) -> str:
         sha = hashlib.sha1(source.encode()).hexdigest()
@@ -290,10 +289,6 @@ class SessionStore:
         with _translated():
             raw = self.client.get(session.clordid(clordid))
         return raw.decode() if raw is not None else None
-
-    def forget_clordid(self, session: SessionKey, clordid: str) -> None:
-        """Drop a claim (its request was refused after all); fenced like every session write."""
-        self._eval(self._forget, [session.owner, session.clordid(clordid)], [self.fence.epoch])
 
     def order_views(self, session: SessionKey, order_ids: list[str]) -> list[str | None]:
         if not order_ids:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from fixgw.demo import DemoClient
@@ -75,18 +77,21 @@ class System:
     """Session store on ``store``; partition p's cell on ``partitions[p]`` (may be the same server)."""
 
     def __init__(self, tmp: Path, store: ValkeyProcess, partitions: list[ValkeyProcess],
-                 sessions: str = SESSIONS) -> None:
+                 sessions: str = SESSIONS, gateway_routes: dict[int, str] | None = None) -> None:
+        """``gateway_routes``: partition → the gateway's own ``[[matching.partition]]`` lines
+        (its URL and client settings), e.g. through a ``ReplyDroppingProxy``."""
         self.tmp = tmp
         self.store = store
         self.partitions = partitions
         self.instruments = tmp / "instruments.toml"
         self.instruments.write_text(INSTRUMENTS)
         self.fix_port = free_port()
+        routes = gateway_routes or {}
         extra_matching = "".join(f"""
 [[matching.partition]]
 index = {i}
-url = "{server.url}"
-""" for i, server in enumerate(partitions) if server is not store)
+{routes.get(i, f'url = "{server.url}"')}
+""" for i, server in enumerate(partitions) if server is not store or i in routes)
         self.gateway = GatewayProc(tmp, store.url, name="gateway", fix_port=self.fix_port, mode="gateway",
                                    namespace="e2e", sessions=sessions, lock_ttl="2s", renewal="500ms",
                                    extra=f"""
@@ -141,3 +146,46 @@ def wait_reports(client: DemoClient, clordid: str, n: int, timeout: float = 20.0
 def summary(rs: list[dict[int, str]]) -> list[tuple[str, ...]]:
     return [(r[35], r.get(150, ""), r.get(39, "")) for r in rs]
 
+
+
+class ReplyDroppingProxy:
+    """A TCP proxy to a Valkey server that can lose the server's replies: a command the client
+    sends still reaches the server and runs, but the client never learns it did (the
+    ambiguous outcome of a write that timed out after landing)."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.drop_replies = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}"
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target_port))
+            threading.Thread(target=self._pipe, args=(client, server, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, True), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, replies: bool) -> None:
+        try:
+            while data := src.recv(65536):
+                if not (replies and self.drop_replies.is_set()):
+                    dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._closed = True
+        self.listener.close()

@@ -8,8 +8,10 @@ from collections import Counter
 from pathlib import Path
 
 from fixgw.demo import DemoClient
+from matching.keys import PartitionKeys
 from sessionstore.embedded import standalone
-from tests.system_helpers import System, reports, wait_reports
+from tests.gateway_helpers import wait_until
+from tests.system_helpers import ReplyDroppingProxy, System, reports, wait_reports
 
 
 def exec_ids(client: DemoClient) -> Counter[str]:
@@ -247,3 +249,37 @@ def test_heartbeats_interleaving_with_large_batches_never_give_a_number_two_cont
         finally:
             trader.close()
             system.stop()
+
+
+def test_an_append_whose_outcome_is_unknown_is_held_and_sent_again_never_rejected_nor_doubled(tmp_path: Path) -> None:
+    """Partition 1 on its own server, reached through a proxy that loses its replies: the
+    commands land but the gateway cannot know. Nothing is answered Rejected, /ready is 503
+    while commands are held, and once the replies flow again the held commands are appended
+    again, in order; the cell skips the copies that had landed, so each order is accepted once
+    and the cancel finds its order."""
+    with standalone() as store, standalone() as p1:
+        proxy = ReplyDroppingProxy(p1.port)
+        route = f'url = "{proxy.url}"\nsocketTimeout = "300ms"\nmaxAttempts = 1'
+        system = System(tmp_path, store, [store, p1], gateway_routes={1: route}).start()
+        try:
+            c1 = system.client("CLIENT1")
+            proxy.drop_replies.set()
+            c1.order("amb-1", "1", "2", "10.00", symbol="T2")  # T2 is pair 11: partition 1
+            c1.order("amb-2", "1", "3", "10.00", symbol="T2")
+            c1.cancel("amb-2c", "amb-2", "1", symbol="T2")
+            wait_until(lambda: system.gateway.ready() == 503, "/ready 503 while commands are held", 10)
+            wait_until(lambda: p1.client().xlen(PartitionKeys(1).commands) >= 1, "a command to land unanswered", 10)
+            time.sleep(1)
+            assert not [r for r in reports(c1) if r[39] == "8" or r[35] == "9"], "nothing refused"
+            proxy.drop_replies.clear()
+            assert [(r[150], r[39]) for r in wait_reports(c1, "amb-1", 1)] == [("0", "0")]
+            canceled = wait_reports(c1, "amb-2c", 1)
+            assert [(r[150], r[39]) for r in canceled] == [("4", "4")], "the cancel came after its order"
+            wait_until(lambda: system.gateway.ready() == 200, "ready once nothing is held", 10)
+            time.sleep(1)
+            ids = [r[17] for r in reports(c1)]
+            assert len(ids) == len(set(ids)) and len(reports(c1, "amb-1")) == 1, "each order accepted once"
+            assert len([r for r in reports(c1, "amb-2") if r[39] == "0"]) == 1
+        finally:
+            system.stop()
+            proxy.close()

@@ -235,13 +235,3 @@ def test_a_claim_and_its_append_land_together_or_not_at_all(shared_standalone) -
         SessionStore(store.client, FixedEpoch(0)).claim_clordid_and_append(session, "c2", "r", 1000, stream,
                                                                            {"command": "x"})
     assert store.client.xlen(stream) == 1 and store.clordid_record(session, "c2") is None
-
-
-def test_forgetting_a_clordid_is_fenced_like_every_session_write(store: SessionStore) -> None:
-    session = claimed(store)
-    assert store.claim_clordid(session, "F1", "rec", 60_000)
-    with pytest.raises(FencedWrite):
-        SessionStore(store.client, FixedEpoch(0)).forget_clordid(session, "F1")
-    assert store.clordid_record(session, "F1") == "rec"
-    store.forget_clordid(session, "F1")
-    assert store.clordid_record(session, "F1") is None
