@@ -35,7 +35,8 @@ from typing import Any, Protocol
 
 import quickfix as fix
 
-from sessionstore import NotReplicated, OutboundRecord, SequenceReuse, SessionKey, SessionStore, StoreError
+from sessionstore import NotReplicated, OrderIndex, OutboundRecord, SequenceReuse, SessionKey, SessionStore, StoreError
+from sessionstore.store import NO_INDEX
 
 from .config import SessionConfig
 from .fixmsg import business_reject, filled, wire_bytes
@@ -92,6 +93,7 @@ class Delivery:
     raw: bytes = b""  # the message exactly as committed
     sending_time: str = ""
     text: str = ""  # the message before QuickFIX fills its header (``toString``, taken once)
+    index: OrderIndex = NO_INDEX  # what this message does to its order's ClOrdID records and retention
 
 
 def die(reason: str, code: int = 4) -> None:
@@ -192,7 +194,7 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
                     for i, d in enumerate(pending):
                         self._prepare(cfg, d, first + i, stamp)
                     records = [(OutboundRecord(d.seq, time.time_ns(), d.msg_type.encode(), d.raw), d.inbox_id,
-                                d.order_id, d.order_view) for d in pending]
+                                d.order_id, d.order_view, d.index) for d in pending]
                     try:
                         done = store.commit_batch(key, records, self._sent_marks.get(key, []))
                     except SequenceReuse as exc:
@@ -425,7 +427,7 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
                 # number to such a message): the store checks it is unsent and frees the
                 # displaced delivery's inbox entry. Anything else is refused (SequenceReuse).
                 store.commit_displacing(key, record, self._sent_up_to.get(key, 0),
-                                        *((delivery.inbox_id, delivery.order_id, delivery.order_view)
+                                        *((delivery.inbox_id, delivery.order_id, delivery.order_view, delivery.index)
                                           if delivery is not None else ()))
             self._last_sent[key] = max(seq, last)
             self._sent_up_to[key] = seq

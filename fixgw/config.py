@@ -78,6 +78,11 @@ class MatchingLink(BaseModel):
     partition_count: int = Field(2, ge=1)
     instruments: Path = ROOT / "config" / "instruments.toml"
     idempotency_window: Duration = "24h"  # type: ignore[assignment]
+    # Retention (README): a session's delivered-event records and the views of its closed orders;
+    # acknowledged entries of the gateway's inbox streams.
+    delivery_retention: Duration = "168h"  # type: ignore[assignment]  # 7 days
+    inbox_retention: Duration = "1h"  # type: ignore[assignment]
+    retention_interval: Duration = "60s"  # type: ignore[assignment]  # how often the gateway's retention pass runs
     partition: list[PartitionEndpoint] = Field(default_factory=list)  # default: the session store's datastore
 
     @model_validator(mode="after")
@@ -85,6 +90,10 @@ class MatchingLink(BaseModel):
         seen = [p.index for p in self.partition]
         if len(set(seen)) != len(seen):
             raise ValueError(f"[[matching.partition]] index repeats: {seen}")
+        if self.delivery_retention < self.idempotency_window:
+            # A status request within the window must still find the closed order's view.
+            raise ValueError(f"delivery_retention ({self.delivery_retention:g}s) must be at least "
+                             f"idempotency_window ({self.idempotency_window:g}s)")
         for p in self.partition:
             if p.index >= self.partition_count:
                 raise ValueError(f"[[matching.partition]] index {p.index} is outside 0..{self.partition_count - 1}")

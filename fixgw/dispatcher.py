@@ -14,14 +14,17 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from typing import Any
 
 import quickfix as fix
 from redis.exceptions import RedisError, ResponseError
 
 from matching.contracts import ContractError, Event, EventType, parse_event
-from sessionstore import GatewayKey, StoreError
+from matching.storage import trim_acknowledged
+from sessionstore import GatewayKey, OrderIndex, StoreError
 from sessionstore.connection import RedisClient
+from sessionstore.store import NO_INDEX
 
 from . import translation as tr
 from .application import Delivery
@@ -32,6 +35,8 @@ log = logging.getLogger("fixgw.dispatcher")
 
 GROUP = "fixgw-dispatcher"
 CONSUMER = "dispatcher"  # one active dispatcher per gateway (the lock holder)
+CLOSED_STATUSES = frozenset("2348C")  # OrdStatus: filled, done for day, canceled, rejected, expired
+RETENTION_LIMIT, RETENTION_PASSES = 1000, 20  # per session and pass: bounded work, the rest next time
 
 
 class Dispatcher(threading.Thread):
@@ -43,6 +48,7 @@ class Dispatcher(threading.Thread):
         self.gateway = gateway
         self.stop = threading.Event()
         self._last_offset: dict[tuple[str, int], tuple[int, int]] = {}  # (inbox kind, partition) → offset
+        self._next_retention = 0.0
         self.client: RedisClient = gateway.client
         self.batch = gateway.store_settings.dispatchBatchSize
         ns = gateway.namespace
@@ -65,6 +71,9 @@ class Dispatcher(threading.Thread):
                 if not self.gateway.ready:
                     self.stop.wait(0.1)
                     continue
+                if time.monotonic() >= self._next_retention:
+                    self._next_retention = time.monotonic() + self.gateway.matching.retention_interval
+                    self.retention()
                 read_from = "0" if own_pending else ">"
                 reply = self.client.xreadgroup(GROUP, CONSUMER, {s: read_from for s in self.streams},
                                                count=self.batch, block=None if own_pending else 200)
@@ -81,6 +90,28 @@ class Dispatcher(threading.Thread):
                 log.error("dispatcher: %s; retrying (entries stay pending)", exc)
                 own_pending = True
                 self.stop.wait(0.5)
+
+    def retention(self, now_ms: int | None = None) -> tuple[int, int, int]:
+        """One retention pass (README, retention): acknowledged inbox stream entries older than
+        ``inbox_retention``; each session's delivered-event records and closed orders' views
+        older than ``delivery_retention``. Returns (stream entries, views, event records) removed."""
+        link = self.gateway.matching
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        entries = sum(trim_acknowledged(self.client, stream, int(link.inbox_retention * 1000), now)
+                      for stream in self.streams)
+        views = events = 0
+        cutoff = now - int(link.delivery_retention * 1000)
+        for cfg in self.gateway.settings.session:
+            store = self.gateway.stores[cfg.kind]
+            for _ in range(RETENTION_PASSES):
+                v, e = store.trim_delivered(cfg.key(self.gateway.namespace), cutoff, RETENTION_LIMIT)
+                views, events = views + v, events + e
+                if v < RETENTION_LIMIT and e < RETENTION_LIMIT:
+                    break
+        if entries or views or events:
+            log.info("retention: %d inbox stream entries, %d closed orders' views, %d delivered-event records removed",
+                     entries, views, events)
+        return entries, views, events
 
     def _dispatch_entries(self, kind: str, entries: list[tuple[bytes, dict[bytes, bytes] | None]]) -> None:
         """Dispatch a batch; if it fails for any reason but the store's, one entry at a time,
@@ -124,9 +155,18 @@ class Dispatcher(threading.Thread):
                     views[(key, out.order_id)] = out.view  # the next event of this order sees it
                 view_json = json.dumps(out.view.to_dict()) if out.view is not None else ""
                 per_session.setdefault(key, []).append(Delivery(build(out.msg_type, out.fields), out.msg_type,
-                                                                out.inbox_id, out.order_id, view_json))
+                                                                out.inbox_id, out.order_id, view_json,
+                                                                index=self._index(out.view)))
         for key, deliveries in per_session.items():
             self.gateway.application.deliver(self.session_ids[key], deliveries)
+
+    def _index(self, view: tr.OrderView | None) -> OrderIndex:
+        """How the order's ClOrdID records and retention follow this message (``OrderIndex``)."""
+        if view is None:
+            return NO_INDEX
+        state = "closed" if view.status in CLOSED_STATUSES else "open"
+        return OrderIndex(state, view.cl_ord_id, view.orig_cl_ord_id if view.orig_cl_ord_id != view.cl_ord_id else "",
+                          self.behaviour.window_ms)
 
     def _views(self, routed: list[tuple[SessionConfig, Event, tuple[str, ...]]]
                ) -> dict[tuple[str, str], tr.OrderView | None]:

@@ -65,7 +65,8 @@ def build_conductor(settings: CellSettings) -> Conductor:
     return Conductor(client, partition=partition, partition_count=settings.partition_count,
                      instruments=table.by_pair, durability=settings.durability_policy, stp_mode=settings.stp_mode,
                      batch_size=settings.batch_size, metrics=ConductorMetrics(partition),
-                     lease_ttl_ms=settings.lease_ttl_ms, lease_renew_s=settings.lease_ttl_ms / 3000)
+                     lease_ttl_ms=settings.lease_ttl_ms, lease_renew_s=settings.lease_ttl_ms / 3000,
+                     command_retention_ms=settings.command_retention_ms)
 
 
 def run_conductor(settings: CellSettings) -> int:

@@ -61,6 +61,7 @@ from .storage import (
     partition_command,
     read_group,
     rebuild_cell,
+    trim_acknowledged,
     wait_aof,
 )
 
@@ -88,6 +89,7 @@ class PoisonCommand(Exception):
     """The cell failed applying a command: the batch is retried with that command refused."""
 
 
+TRIM_EVERY_S = 60.0  # retention passes over the command stream
 POISON_AFTER = 3  # failures of the same single entry before it is dead-lettered
 
 
@@ -121,7 +123,8 @@ class Conductor:
                  stp_mode: StpMode = StpMode.CANCEL_TAKER, batch_size: int = 100,
                  lease_ttl_ms: int = 10_000, lease_renew_s: float = 3.3,
                  metrics: ConductorMetrics | None = None,
-                 fault: Callable[[str], None] | None = None) -> None:
+                 fault: Callable[[str], None] | None = None,
+                 command_retention_ms: int = 86_400_000) -> None:
         if not 0 <= partition < partition_count:
             raise BootRefused(f"partition {partition} is outside 0..{partition_count - 1}")
         self.client = client
@@ -149,6 +152,10 @@ class Conductor:
         self._renewed_at = 0.0
         self._renew = client.register_script(RENEW_LOCK)
         self._release = client.register_script(RELEASE_LOCK)
+        # Acknowledged commands older than this are trimmed (never a pending or unread one): they
+        # are only an audit trail once processed, since the book is rebuilt from its own keys.
+        self.command_retention_ms = command_retention_ms
+        self._next_trim = 0.0
 
     # --- boot and lease ---------------------------------------------------------------
 
@@ -257,6 +264,12 @@ class Conductor:
             entries = read_group(self.client, GROUP, CONSUMER, stream, ">", self.batch_size, block_ms)
         if entries:
             self.process(entries)
+        if time.monotonic() >= self._next_trim:  # at most once a minute
+            self._next_trim = time.monotonic() + TRIM_EVERY_S
+            trimmed = trim_acknowledged(self.client, stream, self.command_retention_ms)
+            if trimmed:
+                log.info("partition %d: %d acknowledged commands older than %d ms trimmed", self.partition, trimmed,
+                         self.command_retention_ms)
         return len(entries)
 
     def run(self, stop: threading.Event, block_ms: int = 1000) -> None:

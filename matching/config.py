@@ -62,6 +62,8 @@ class CellSettings(BaseSettings):
     batch_size: int = Field(100, ge=1, le=10000, validation_alias=_alias("MATCHING_BATCH_SIZE", "batch_size"))
     lease_ttl_ms: int = Field(10_000, ge=300, validation_alias=_alias("MATCHING_LEASE_TTL_MS", "lease_ttl_ms"))
     http_port: int = Field(0, ge=0, validation_alias=_alias("MATCHING_HTTP_PORT", "http_port"))
+    command_retention_ms: int = Field(86_400_000, ge=0, validation_alias=_alias("MATCHING_COMMAND_RETENTION_MS",
+                                                                                "command_retention_ms"))
     instruments: Path = Field(DEFAULT_TABLE, validation_alias=_alias("MATCHING_INSTRUMENTS", "instruments"))
     redis_url: str | None = Field(None, validation_alias=_alias("REDIS_URL", "redis_url"))
     redis_sentinel_hosts: str | None = Field(None, validation_alias=_alias("REDIS_SENTINEL_HOSTS",

@@ -359,3 +359,35 @@ def reconcile(client: RedisClient, keys: PartitionKeys, pair_id: int) -> dict[st
                 issues.append(f"{name}:{oid}:index-mismatch")
     return {"pairId": pair_id, "partition": keys.partition, "indexedOrders": indexed, "scannedOrders": scanned,
             "truncated": truncated, "healthy": not issues, "issues": issues}
+
+
+def _stream_id(raw: Any) -> tuple[int, int]:
+    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def trim_acknowledged(client: RedisClient, stream: str, keep_ms: int, now_ms: int | None = None) -> int:
+    """Retention of a stream read by consumer groups: XTRIM MINID removes the entries older
+    than ``keep_ms`` that *every* group has read and acknowledged — never one still pending
+    or not yet delivered, whatever its age (a consumer down for longer than the retention
+    loses nothing). No group, nothing trimmed. Returns how many entries went."""
+    try:
+        groups = client.xinfo_groups(stream)
+    except ResponseError:  # no such stream
+        return 0
+    if not groups:
+        return 0
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    bound = (now - keep_ms, 0)
+    for g in groups:
+        name = g.get("name") or g.get(b"name")
+        last = g.get("last-delivered-id") or g.get(b"last-delivered-id") or "0-0"
+        bound = min(bound, _stream_id(last))  # entries after it are not delivered yet
+        if int(g.get("pending") or g.get(b"pending") or 0):
+            summary = client.xpending(stream, name)
+            if summary.get("min"):
+                bound = min(bound, _stream_id(summary["min"]))
+    if bound <= (0, 0):
+        return 0
+    return int(client.xtrim(stream, minid=f"{bound[0]}-{bound[1]}", approximate=False))

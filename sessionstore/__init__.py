@@ -9,11 +9,11 @@ from .errors import FencedWrite, NotReplicated, SequenceReuse, StoreError, Store
 from .keys import DROP_COPY, ORDER_ENTRY, GatewayKey, SessionKey
 from .lock import DispatcherLock
 from .settings import ConfigError, RedisEndpoint, SessionStoreSettings, load_session_store
-from .store import FixedEpoch, LoadedSession, SessionStore
+from .store import FixedEpoch, LoadedSession, OrderIndex, SessionStore
 
 __all__ = [
     "ConfigError", "DispatcherLock", "DROP_COPY", "FencedWrite", "FixedEpoch", "GatewayKey",
-    "LoadedSession", "NotReplicated", "ORDER_ENTRY", "OutboundRecord", "RedisEndpoint", "SequenceReuse",
+    "LoadedSession", "NotReplicated", "ORDER_ENTRY", "OrderIndex", "OutboundRecord", "RedisEndpoint", "SequenceReuse",
     "SessionKey", "SessionState", "SessionStore", "SessionStoreSettings", "StoreCorruption",
     "StoreError", "StoreUnavailable", "connect", "load_session_store",
 ]

@@ -111,8 +111,15 @@ class SessionKey:
 
     @property
     def inbox(self) -> str:
-        """Event ids already turned into outbound messages for this session."""
+        """Event ids already turned into outbound messages for this session (sorted set, scored
+        by commit time in ms: retention trims it)."""
         return f"{self.tag}/inbox"
+
+    @property
+    def closed(self) -> str:
+        """Orders of this session that are closed (sorted set: order id → closing time in ms),
+        whose views retention removes."""
+        return f"{self.tag}/closed"
 
     @property
     def orders(self) -> str:

@@ -52,39 +52,67 @@ end
 return written
 """
 
+# What a committed message does to its order's records (``OrderIndex``): an open order's
+# ClOrdID record (its idempotency entry, which OrigClOrdID lookups read) loses its expiry, so
+# a GTC order older than the window can still be canceled; once the order is closed (or a
+# replace moved it to a new ClOrdID) the old record gets the window again, counted from now,
+# and the closed order is noted for retention (``TRIM_SESSION``). ``now`` is the server's ms.
+_TRACK_ORDER = """
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function track(closed_key, order_id, state, clordid, replaced, clordid_key, replaced_key, window, now)
+  if state == '' then return end
+  if replaced ~= '' then redis.call('PEXPIRE', replaced_key, window) end
+  if state == 'open' then
+    if clordid ~= '' then redis.call('PERSIST', clordid_key) end
+    redis.call('ZREM', closed_key, order_id)
+  else
+    if clordid ~= '' then redis.call('PEXPIRE', clordid_key, window) end
+    redis.call('ZADD', closed_key, now, order_id)
+  end
+end
+"""
+
 # Group commit (DESIGN §7): a batch of event deliveries for one session, committed under the
 # numbers QuickFIX will give them, before any is sent. KEYS: owner, state, inbox, orders,
-# unsent, then the chunk key of each record. ARGV: epoch, n, then per record: field, record,
-# seqNum, inbox id, order id, order view ('' = none); then numbers sent since the last batch
-# (their unsent marks go). The numbers must continue lastSentSeqNum exactly. Returns {} when
-# committed; the inbox ids already delivered (nothing written) so the caller drops them; an
-# identical replay (redis-py retries after a lost reply) is {} too.
-COMMIT_BATCH = _FENCE + """
+# unsent, closed, then per record its chunk key, ClOrdID key and replaced ClOrdID key. ARGV:
+# epoch, n, ClOrdID window ms, then per record: field, record, seqNum, inbox id, order id,
+# order view ('' = none), order state ('' | open | closed), ClOrdID, replaced ClOrdID; then
+# numbers sent since the last batch (their unsent marks go). The numbers must continue
+# lastSentSeqNum exactly. Returns {} when committed; the inbox ids already delivered (nothing
+# written) so the caller drops them; an identical replay (redis-py retries after a lost
+# reply) is {} too. The inbox is a sorted set scored by commit time (retention trims it).
+COMMIT_BATCH = _FENCE + _TRACK_ORDER + """
 local last = 0
 local raw = redis.call('HGET', KEYS[2], 'lastSentSeqNum')
 if raw then last = struct.unpack('<I4', raw) end
 local n = tonumber(ARGV[2])
-local first = tonumber(ARGV[5])
-if first <= last and redis.call('HGET', KEYS[6], ARGV[3]) == ARGV[4] then return {} end
+local window = ARGV[3]
+if tonumber(ARGV[6]) <= last and redis.call('HGET', KEYS[7], ARGV[4]) == ARGV[5] then return {} end
 local seen = {}
 for i = 1, n do
-  local b = 2 + (i - 1) * 6
+  local b = 3 + (i - 1) * 9
   if tonumber(ARGV[b + 3]) ~= last + i then
     return redis.error_reply('SEQREUSE batch number ' .. ARGV[b + 3] .. ' does not follow lastSentSeqNum ' .. last)
   end
-  if ARGV[b + 4] ~= '' and redis.call('SISMEMBER', KEYS[3], ARGV[b + 4]) == 1 then seen[#seen + 1] = ARGV[b + 4] end
+  if ARGV[b + 4] ~= '' and redis.call('ZSCORE', KEYS[3], ARGV[b + 4]) then seen[#seen + 1] = ARGV[b + 4] end
 end
 if #seen > 0 then return seen end
+local now = now_ms()
 for i = 1, n do
-  local b = 2 + (i - 1) * 6
-  redis.call('HSET', KEYS[5 + i], ARGV[b + 1], ARGV[b + 2])
-  if ARGV[b + 4] ~= '' then redis.call('SADD', KEYS[3], ARGV[b + 4]) end
+  local b = 3 + (i - 1) * 9
+  local k = 6 + (i - 1) * 3
+  redis.call('HSET', KEYS[k + 1], ARGV[b + 1], ARGV[b + 2])
+  if ARGV[b + 4] ~= '' then redis.call('ZADD', KEYS[3], now, ARGV[b + 4]) end
   if ARGV[b + 6] ~= '' then redis.call('HSET', KEYS[4], ARGV[b + 5], ARGV[b + 6]) end
+  track(KEYS[6], ARGV[b + 5], ARGV[b + 7], ARGV[b + 8], ARGV[b + 9], KEYS[k + 2], KEYS[k + 3], window, now)
   redis.call('HSET', KEYS[5], ARGV[b + 3], ARGV[b + 4])
 end
 redis.call('HSET', KEYS[2], 'senderSeqNum', struct.pack('<I4', last + n + 1), 'lastSentSeqNum',
            struct.pack('<I4', last + n))
-for i = 3 + n * 6, #ARGV do redis.call('HDEL', KEYS[5], ARGV[i]) end
+for i = 4 + n * 9, #ARGV do redis.call('HDEL', KEYS[5], ARGV[i]) end
 return {}
 """
 
@@ -92,17 +120,22 @@ return {}
 # message of its own, or the batch's messages shifted): the owner proves the number is unsent
 # (above ``sentUpTo``, and marked unsent), the displaced message's inbox entry goes so that its
 # event is delivered again if we stop before it is stored anew. Above lastSentSeqNum it is a
-# plain commit. KEYS: owner, state, chunk, inbox, orders, unsent. ARGV: epoch, field, record,
-# seqNum, sentUpTo, inbox id ('' = none), order id, order view ('' = none).
-COMMIT_DISPLACING = _FENCE + """
+# plain commit. KEYS: owner, state, chunk, inbox, orders, unsent, closed, ClOrdID key, replaced
+# ClOrdID key. ARGV: epoch, field, record, seqNum, sentUpTo, inbox id ('' = none), order id,
+# order view ('' = none), order state, ClOrdID, replaced ClOrdID, ClOrdID window ms.
+COMMIT_DISPLACING = _FENCE + _TRACK_ORDER + """
 local last = 0
 local raw = redis.call('HGET', KEYS[2], 'lastSentSeqNum')
 if raw then last = struct.unpack('<I4', raw) end
 local seq = tonumber(ARGV[4])
-if seq <= last and redis.call('HGET', KEYS[3], ARGV[2]) == ARGV[3] then
-  -- an identical replay (redis-py retried after a lost reply): make sure the rest is there too
-  if ARGV[6] ~= '' then redis.call('SADD', KEYS[4], ARGV[6]) end
+local now = now_ms()
+local function order_records()
+  if ARGV[6] ~= '' then redis.call('ZADD', KEYS[4], now, ARGV[6]) end
   if ARGV[8] ~= '' then redis.call('HSET', KEYS[5], ARGV[7], ARGV[8]) end
+  track(KEYS[7], ARGV[7], ARGV[9], ARGV[10], ARGV[11], KEYS[8], KEYS[9], ARGV[12], now)
+end
+if seq <= last and redis.call('HGET', KEYS[3], ARGV[2]) == ARGV[3] then
+  order_records()  -- an identical replay (redis-py retried after a lost reply): the rest is there too
   return 0
 end
 if seq <= last then
@@ -110,16 +143,29 @@ if seq <= last then
   if seq <= tonumber(ARGV[5]) or not displaced then
     return redis.error_reply('SEQREUSE seqNum ' .. seq .. ' already sent (lastSentSeqNum ' .. last .. ')')
   end
-  if displaced ~= ARGV[6] then redis.call('SREM', KEYS[4], displaced) end
+  if displaced ~= ARGV[6] then redis.call('ZREM', KEYS[4], displaced) end
   redis.call('HDEL', KEYS[6], ARGV[4])
 end
 redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
-if ARGV[6] ~= '' then redis.call('SADD', KEYS[4], ARGV[6]) end
-if ARGV[8] ~= '' then redis.call('HSET', KEYS[5], ARGV[7], ARGV[8]) end
+order_records()
 if seq > last then
   redis.call('HSET', KEYS[2], 'senderSeqNum', struct.pack('<I4', seq + 1), 'lastSentSeqNum', struct.pack('<I4', seq))
 end
 return 1
+"""
+
+# Retention of a session's delivery records. KEYS: owner, inbox, orders, closed. ARGV: epoch,
+# cutoff ms, most to remove per kind. Inbox entries committed before the cutoff go, and so do
+# the views of orders closed before it. Returns {views removed, inbox entries removed}.
+TRIM_SESSION = _FENCE + """
+local closed = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+if #closed > 0 then
+  redis.call('HDEL', KEYS[3], unpack(closed))
+  redis.call('ZREM', KEYS[4], unpack(closed))
+end
+local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+if #old > 0 then redis.call('ZREM', KEYS[2], unpack(old)) end
+return {#closed, #old}
 """
 
 # The ClOrdID idempotency window (seed 002): SET NX PX, fenced like every session write.

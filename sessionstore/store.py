@@ -57,6 +57,22 @@ class Fence(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class OrderIndex:
+    """What a delivered message says about its order's records (see scripts._TRACK_ORDER):
+    ``state`` 'open' keeps the ClOrdID record (OrigClOrdID lookups) while the order lives,
+    'closed' starts its window and the retention of the order's view; ``replaced`` is a
+    ClOrdID the order no longer answers to (a replace), whose record gets the window."""
+
+    state: str = ""  # '' (nothing to track) | 'open' | 'closed'
+    clordid: str = ""
+    replaced: str = ""
+    window_ms: int = 0
+
+
+NO_INDEX = OrderIndex()
+
+
+@dataclass(frozen=True, slots=True)
 class FixedEpoch:
     """A fence for tools and tests that stamp sessions themselves (no lock renewal)."""
 
@@ -125,6 +141,7 @@ class SessionStore:
         self._stamp = self._script(scripts.STAMP_OWNER)
         self._batch = self._script(scripts.COMMIT_BATCH)
         self._displacing = self._script(scripts.COMMIT_DISPLACING)
+        self._trim = self._script(scripts.TRIM_SESSION)
         self._claim = self._script(scripts.CLAIM_CLORDID)
         self._claim_append = self._script(scripts.CLAIM_AND_APPEND)
 
@@ -239,28 +256,43 @@ class SessionStore:
             args += [encode_seq_field(rec.seq_num), rec.encode(), rec.seq_num]
         return int(self._eval(self._commit, keys, args))
 
-    def commit_batch(self, session: SessionKey, deliveries: list[tuple[OutboundRecord, str, str, str]],
-                     sent: Iterable[int] = ()) -> set[str]:
-        """Group commit: ``(record, inbox id, order id, order view)`` for numbers continuing
-        lastSentSeqNum, before any is sent; ``sent`` are numbers of earlier batches now sent.
-        Returns the inbox ids already delivered — then nothing was written."""
-        keys = [session.owner, session.state, session.inbox, session.orders, session.unsent]
-        args: list[Any] = [self.fence.epoch, len(deliveries)]
-        for rec, inbox_id, order_id, view in deliveries:
-            keys.append(session.chunk_of(rec.seq_num))
-            args += [encode_seq_field(rec.seq_num), rec.encode(), rec.seq_num, inbox_id, order_id, view]
+    def commit_batch(self, session: SessionKey, deliveries: list[tuple[Any, ...]], sent: Iterable[int] = ()) -> set[str]:
+        """Group commit: ``(record, inbox id, order id, order view[, OrderIndex])`` for numbers
+        continuing lastSentSeqNum, before any is sent; ``sent`` are numbers of earlier batches
+        now sent. Returns the inbox ids already delivered — then nothing was written."""
+        keys = [session.owner, session.state, session.inbox, session.orders, session.unsent, session.closed]
+        window = max((d[4].window_ms for d in deliveries if len(d) > 4), default=0)
+        args: list[Any] = [self.fence.epoch, len(deliveries), window]
+        for rec, inbox_id, order_id, view, *more in deliveries:
+            index = more[0] if more else NO_INDEX
+            keys += [session.chunk_of(rec.seq_num), *self._index_keys(session, index)]
+            args += [encode_seq_field(rec.seq_num), rec.encode(), rec.seq_num, inbox_id, order_id, view,
+                     index.state, index.clordid, index.replaced]
         args += list(sent)
         reply = self._eval(self._batch, keys, args)
         return {r.decode() if isinstance(r, bytes) else str(r) for r in reply or []}
 
+    @staticmethod
+    def _index_keys(session: SessionKey, index: OrderIndex) -> list[str]:
+        # Unused slots name the owner key (every key of a script must be declared, and share the tag).
+        return [session.clordid(index.clordid) if index.clordid else session.owner,
+                session.clordid(index.replaced) if index.replaced else session.owner]
+
     def commit_displacing(self, session: SessionKey, record: OutboundRecord, sent_up_to: int, inbox_id: str = "",
-                          order_id: str = "", order_view: str = "") -> None:
+                          order_id: str = "", order_view: str = "", index: OrderIndex = NO_INDEX) -> None:
         """Store ``record`` under a number a batch committed but nobody sent (see COMMIT_DISPLACING)."""
         keys = [session.owner, session.state, session.chunk_of(record.seq_num), session.inbox, session.orders,
-                session.unsent]
+                session.unsent, session.closed, *self._index_keys(session, index)]
         args = [self.fence.epoch, encode_seq_field(record.seq_num), record.encode(), record.seq_num, sent_up_to,
-                inbox_id, order_id, order_view]
+                inbox_id, order_id, order_view, index.state, index.clordid, index.replaced, index.window_ms]
         self._eval(self._displacing, keys, args)
+
+    def trim_delivered(self, session: SessionKey, before_ms: int, limit: int = 1000) -> tuple[int, int]:
+        """Retention: remove the views of orders closed before ``before_ms`` and the inbox
+        entries committed before it, at most ``limit`` of each. Returns (views, entries) removed."""
+        views, entries = self._eval(self._trim, [session.owner, session.inbox, session.orders, session.closed],
+                                    [self.fence.epoch, before_ms, limit])
+        return int(views), int(entries)
 
     def claim_clordid(self, session: SessionKey, clordid: str, value: str, window_ms: int) -> bool:
         """Seed 002's idempotency check: True the first time a ClOrdID is seen in the window."""
@@ -302,12 +334,12 @@ class SessionStore:
         if not inbox_ids:
             return set()
         with _translated():
-            flags = self.client.smismember(session.inbox, inbox_ids)
-        return {i for i, flag in zip(inbox_ids, flags) if flag}
+            scores = self.client.zmscore(session.inbox, inbox_ids)
+        return {i for i, score in zip(inbox_ids, scores) if score is not None}
 
     def delivered(self, session: SessionKey, inbox_id: str) -> bool:
         with _translated():
-            return bool(self.client.sismember(session.inbox, inbox_id))
+            return self.client.zscore(session.inbox, inbox_id) is not None
 
     def _update_state(self, session: SessionKey, fields: dict[str, int]) -> None:
         args: list[Any] = [self.fence.epoch]

@@ -77,7 +77,8 @@ class System:
     """Session store on ``store``; partition p's cell on ``partitions[p]`` (may be the same server)."""
 
     def __init__(self, tmp: Path, store: ValkeyProcess, partitions: list[ValkeyProcess],
-                 sessions: str = SESSIONS, gateway_routes: dict[int, str] | None = None) -> None:
+                 sessions: str = SESSIONS, gateway_routes: dict[int, str] | None = None,
+                 matching: str = "") -> None:
         """``gateway_routes``: partition → the gateway's own ``[[matching.partition]]`` lines
         (its URL and client settings), e.g. through a ``ReplyDroppingProxy``."""
         self.tmp = tmp
@@ -98,6 +99,7 @@ index = {i}
 [matching]
 partition_count = 2
 instruments = "{self.instruments}"
+{matching}
 {extra_matching}""")
         self.cells: dict[tuple[str, int], CellProc] = {}
         for p, server in enumerate(partitions):

@@ -14,7 +14,7 @@ from matching.config import Durability
 from matching.contracts import OrderPayload, OrderType, PlaceOrder, Side
 from matching.domain import StpMode
 from matching.keys import PartitionKeys
-from matching.storage import commit_commands, decode_order, reconcile
+from matching.storage import commit_commands, decode_order, reconcile, trim_acknowledged
 from sessionstore.embedded import ValkeyProcess
 from sessionstore.settings import RedisEndpoint
 from tests.cell_helpers import cell_client, conductor, projected, run_until_idle, stream_events, submit_all
@@ -225,6 +225,25 @@ def test_a_refused_command_with_an_owner_gets_a_command_refused_event_for_it(val
     assert not client.keys("*order*o-w*"), "nothing about the order was written"
 
 
+def test_acknowledged_commands_past_their_retention_are_trimmed_and_pending_ones_never(valkey: ValkeyProcess) -> None:
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    c = conductor(client, command_retention_ms=0)
+    submit_all(client, [place(f"t{i}", f"o-t{i}") for i in range(5)])
+    run_until_idle(c)  # processed and acknowledged; the trim pass runs on the idle turn
+    assert client.xlen(KEYS.commands) <= 1, "acknowledged entries are gone (the last delivered one may stay)"
+    assert len(stream_events(client)) == 5
+    # Delivered but not acknowledged (a conductor that died mid-batch): kept, whatever its age.
+    submit_all(client, [place("t-pending", "o-pending")])
+    client.xreadgroup("matching-conductor", "conductor", {KEYS.commands: ">"}, count=10)
+    submit_all(client, [place("t-unread", "o-unread")])
+    assert trim_acknowledged(client, KEYS.commands, keep_ms=0) == 0 or client.xlen(KEYS.commands) >= 2
+    ids = [fields[b"command"] for _, fields in client.xrange(KEYS.commands)]
+    assert any(b"t-pending" in f for f in ids) and any(b"t-unread" in f for f in ids)
+    c._next_trim, c._own_pending = 0.0, True  # as after a restart: its own pending entries first
+    run_until_idle(c)
+    assert [e.payload["orderId"] for e in stream_events(client)][-2:] == ["o-pending", "o-unread"], "none lost"
+
+
 def test_a_different_partition_count_refuses_to_boot(valkey: ValkeyProcess) -> None:
     client = cell_client(RedisEndpoint(url=valkey.url))
     conductor(client)
@@ -346,7 +365,10 @@ def test_a_batch_that_keeps_failing_is_narrowed_to_the_entry_at_fault_which_is_d
     dead = client.xrange(KEYS.commands_dead_letter)
     assert len(dead) == 1 and b"cannot stage this one" in dead[0][1][b"reason"]
     assert b'"command_id":"stuck"' in dead[0][1][b"command"]
-    assert sorted(e.payload["orderId"] for e in stream_events(client)) == ["o-a", "o-b"]
+    events = stream_events(client)
+    assert sorted(e.payload["orderId"] for e in events if str(e.type) != "command.refused") == ["o-a", "o-b"]
+    assert [(e.event_id, e.payload["owner"]) for e in events if str(e.type) == "command.refused"] == [
+        ("stuck:refused", "t/fsg/C1")], "its owner is told"
     assert client.xpending(KEYS.commands, "matching-conductor")["pending"] == 0
     assert c.ready(), "serving again once the entry at fault is set aside"
 

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -95,3 +96,31 @@ def test_fixgw_up_starts_everything_and_stops_cleanly_on_ctrl_c(tmp_path) -> Non
         assert (tmp_path / "v" / "appendonlydir").is_dir()
     finally:
         proc.kill()
+
+
+def test_sentinel_pool_waits_for_a_free_connection_and_honours_idle_bounds(sentinel_group) -> None:  # type: ignore[no-untyped-def]
+    """Under Sentinel, maxTotal exceeded waits up to maxWait (it used to raise "Too many
+    connections" at once), and minIdle/maxIdle hold as for standalone."""
+    endpoint = RedisEndpoint(sentinels=sentinel_group.sentinel_addresses, sentinelGroup=sentinel_group.group,
+                             pool={"maxTotal": 1, "maxIdle": 1, "minIdle": 1, "maxWait": "200ms"})
+    client = connect(endpoint)
+    pool = client.connection_pool
+    assert [c for c in pool.pool.queue if c is not None and c._sock is not None], "minIdle: warmed"
+    held = pool.get_connection()
+    started = time.monotonic()
+    with pytest.raises(redis.ConnectionError, match="No connection available"):
+        pool.get_connection()
+    assert time.monotonic() - started >= 0.18, "waited maxWait before giving up"
+    pool.release(held)
+    assert client.ping()
+    patient = connect(endpoint.model_copy(update={"pool": endpoint.pool.model_copy(update={"maxWait": 5.0})}))
+    other = patient.connection_pool.get_connection()
+    threading.Timer(0.3, patient.connection_pool.release, args=(other,)).start()
+    assert patient.ping(), "a command waits for the connection released meanwhile"
+
+
+def test_cluster_refuses_pool_settings_it_cannot_honour() -> None:
+    from sessionstore.settings import ConfigError
+
+    with pytest.raises(ConfigError, match=r"pool.maxWait.*not supported with Redis Cluster"):
+        connect(RedisEndpoint(nodes=["127.0.0.1:1"], pool={"maxWait": "1s"}))

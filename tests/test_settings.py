@@ -89,3 +89,13 @@ def test_replica_acks_are_refused_with_cluster_until_supported() -> None:
         load_session_store({"nodes": ["h:1"], "replicaAcks": 1})
     assert load_session_store({"url": "redis://h:1", "replicaAcks": 1, "replicaAckTimeout": "250ms"}
                               ).replicaAckTimeout == 0.25
+
+
+def test_delivery_retention_must_cover_the_idempotency_window() -> None:
+    from pydantic import ValidationError
+
+    from fixgw.config import MatchingLink
+
+    assert MatchingLink().delivery_retention == 7 * 24 * 3600.0
+    with pytest.raises(ValidationError, match="delivery_retention .* must be at least idempotency_window"):
+        MatchingLink(idempotency_window="2h", delivery_retention="1h")

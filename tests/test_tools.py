@@ -34,6 +34,16 @@ def test_seed_example_gives_2_8_gb(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["with_headroom_bytes"] == 3_500_000_000  # the 25 % midpoint
 
 
+def test_the_gateways_records_are_counted_beside_the_messages(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(sizing.main, ["--orders-per-day", "50000", "--messages-per-order", "5", "--days", "7",
+                                     "--gateways", "2", "--retention-days", "7", "--window-days", "1", "--json"], capsys)
+    data = json.loads(out)
+    assert data["delivery_records_bytes"] == 50_000 * 7 * 2 * (5 * sizing.INBOX_ENTRY_BYTES + sizing.CLOSED_VIEW_BYTES)
+    assert data["clordid_records_bytes"] == 50_000 * sizing.CLORDID_RECORD_BYTES
+    assert data["all_with_headroom_bytes"] == (2_800_000_000 + data["delivery_records_bytes"]
+                                               + data["clordid_records_bytes"]) * 125 // 100
+
+
 def test_replicas_headroom_and_message_size_scale_the_estimate(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(sizing.main, ["--orders-per-day", "1000", "--messages-per-order", "2", "--days", "1",
                                      "--gateways", "1", "--message-size", "350", "--replicas", "2",

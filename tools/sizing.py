@@ -26,6 +26,10 @@ SEED_MESSAGE_SIZE = 750
 SEED_BYTES_PER_MESSAGE = 800
 REDIS_FIELD_OVERHEAD = SEED_BYTES_PER_MESSAGE - SEED_MESSAGE_SIZE - RECORD_HEADER_SIZE  # 26
 DEFAULT_HEADROOM = 25.0  # midpoint of the seed's 20–30 %
+# Ours, beside seed 004's messages (MEMORY USAGE per entry on Valkey 9, realistic ids and views):
+INBOX_ENTRY_BYTES = 110  # a delivered event's record in a session's inbox (sorted set)
+CLOSED_VIEW_BYTES = 490  # a closed order's view (hash field, ~395) and its closing time (sorted set, ~95)
+CLORDID_RECORD_BYTES = 740  # a ClOrdID's idempotency record (key, command and view JSON)
 
 
 def bytes_per_message(message_size: int) -> int:
@@ -47,14 +51,23 @@ class Estimate:
     with_headroom_bytes: int
     with_headroom_20_bytes: int
     with_headroom_30_bytes: int
+    retention_days: int = 7
+    window_days: int = 1
+    delivery_records_bytes: int = 0  # inbox entries and closed orders' views kept for the retention
+    clordid_records_bytes: int = 0  # ClOrdID records kept for the idempotency window
+    all_with_headroom_bytes: int = 0  # messages and records, replicas and headroom included
 
 
 def estimate(orders_per_day: int, messages_per_order: int, days: int, gateways: int,
              message_size: int = SEED_MESSAGE_SIZE, replicas: int = 0,
-             headroom_pct: float | None = None) -> Estimate:
-    """Seed 004's formula. All inputs are whole numbers except the headroom percentage."""
+             headroom_pct: float | None = None, retention_days: int = 7, window_days: int = 1) -> Estimate:
+    """Seed 004's formula, plus the gateway's own records: a session's delivered-event entries
+    and closed orders' views for ``delivery_retention`` (every gateway: order entry and drop
+    copy), the ClOrdID records for ``idempotency_window`` (order entry only; open orders keep
+    theirs longer — a few per open order). All inputs are whole numbers except the headroom."""
     for name, value in (("orders-per-day", orders_per_day), ("messages-per-order", messages_per_order),
-                        ("days", days), ("gateways", gateways), ("message-size", message_size)):
+                        ("days", days), ("gateways", gateways), ("message-size", message_size),
+                        ("retention-days", retention_days), ("window-days", window_days)):
         if value < 1:
             raise ValueError(f"--{name} must be at least 1, got {value}")
     if replicas < 0:
@@ -69,8 +82,12 @@ def estimate(orders_per_day: int, messages_per_order: int, days: int, gateways: 
     def grow(pct: float) -> int:
         return with_replicas * (10000 + round(pct * 100)) // 10000
 
+    delivery = orders_per_day * retention_days * gateways * (messages_per_order * INBOX_ENTRY_BYTES + CLOSED_VIEW_BYTES)
+    clordids = orders_per_day * window_days * CLORDID_RECORD_BYTES
+    everything = (primary + delivery + clordids) * (1 + replicas)
     return Estimate(orders_per_day, messages_per_order, days, gateways, message_size, per, replicas,
-                    headroom, primary, with_replicas, grow(headroom), grow(20), grow(30))
+                    headroom, primary, with_replicas, grow(headroom), grow(20), grow(30), retention_days, window_days,
+                    delivery, clordids, everything * (10000 + round(headroom * 100)) // 10000)
 
 
 def gb(n: int) -> str:
@@ -92,7 +109,14 @@ def summary(e: Estimate, headroom_given: bool) -> str:
     else:
         lines.append(f"  with 20% headroom:     {gb(e.with_headroom_20_bytes):>10}")
         lines.append(f"  with 30% headroom:     {gb(e.with_headroom_30_bytes):>10}")
-    lines.append("  A same-order-of-magnitude estimate: real message sizes vary by type and tags.")
+    lines += [
+        f"  plus the gateway's records: delivered events and closed orders' views for {e.retention_days} days"
+        f" {gb(e.delivery_records_bytes):>10}",
+        f"                              ClOrdID records for {e.window_days} day(s)"
+        f"                         {gb(e.clordid_records_bytes):>10}",
+        f"  everything, with {e.replicas} replica(s) and {e.headroom_pct:g}% headroom: {gb(e.all_with_headroom_bytes):>10}",
+        "  A same-order-of-magnitude estimate: real message sizes vary by type and tags.",
+    ]
     return "\n".join(lines)
 
 
@@ -145,6 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replicas", type=int, default=0, metavar="R", help="replica copies on top of the primary")
     p.add_argument("--headroom", type=float, default=None, metavar="PCT",
                    help="fragmentation headroom in percent (default: show 20%% and 30%%; JSON uses 25%%)")
+    p.add_argument("--retention-days", type=int, default=7, metavar="D",
+                   help="[matching] delivery_retention in days (default 7)")
+    p.add_argument("--window-days", type=int, default=1, metavar="D",
+                   help="[matching] idempotency_window in days (default 1)")
     p.add_argument("--json", action="store_true", help="print a JSON object")
     p.add_argument("--measure", action="store_true", help="measure bytes/message on a real Valkey (needs --url)")
     p.add_argument("--url", help="redis://host:port/db of a Valkey to measure on (data is deleted afterwards)")
@@ -176,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"missing {', '.join(missing)}")
     try:
         e = estimate(args.orders_per_day, args.messages_per_order, args.days, args.gateways,
-                     args.message_size, args.replicas, args.headroom)
+                     args.message_size, args.replicas, args.headroom, args.retention_days, args.window_days)
     except ValueError as exc:
         parser.error(str(exc))
     print(json.dumps(asdict(e)) if args.json else summary(e, args.headroom is not None))

@@ -1,0 +1,138 @@
+"""Events → FIX reports, directly (pure, no processes): one table per FIX version, and the
+reports of random flows through the real matching domain keeping FIX's invariants."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from fixgw import translation as tr
+from matching.contracts import Event, EventType
+from matching.domain import Cell
+from matching.instruments import InstrumentTable
+from tests.flows import TEST_INSTRUMENTS, random_flow
+
+TABLE = InstrumentTable.of(list(TEST_INSTRUMENTS.values()))
+VERSIONS = ["FIX.4.2", "FIX.4.4", "FIXT.1.1"]
+
+
+def state(filled: int = 0, quantity: int = 10, notional: int = 0, **more: Any) -> dict[str, Any]:
+    return {"orderId": "o1", "quantity": quantity, "filled": filled, "remaining": quantity - filled,
+            "filledNotional": notional, "owner": "s", "clientOrderId": "C1", "side": "buy", "account": "A",
+            "price": 200, "type": "limit", "timeInForce": "GTC", **more}
+
+
+def maker(filled: int, notional: int) -> dict[str, Any]:
+    return {**state(filled, notional=notional), "orderId": "o2", "clientOrderId": "C2", "side": "sell"}
+
+
+# (event type, payload, roles) → per version: (MsgType, ExecType, OrdStatus) of the first message.
+CASES = [
+    ("accepted", EventType.ORDER_ACCEPTED, state(), ("order",),
+     {"FIX.4.2": ("8", "0", "0"), "FIX.4.4": ("8", "0", "0"), "FIXT.1.1": ("8", "0", "0")}),
+    ("partial fill", EventType.DEAL_EXECUTED, {"price": 200, "quantity": 4, "maker": maker(4, 800),
+                                               "taker": state(4, notional=800), "takerSide": "buy"}, ("taker",),
+     {"FIX.4.2": ("8", "1", "1"), "FIX.4.4": ("8", "F", "1"), "FIXT.1.1": ("8", "F", "1")}),
+    ("full fill", EventType.DEAL_EXECUTED, {"price": 201, "quantity": 10, "maker": maker(10, 2010),
+                                            "taker": state(10, notional=2010), "takerSide": "buy"}, ("taker",),
+     {"FIX.4.2": ("8", "2", "2"), "FIX.4.4": ("8", "F", "2"), "FIXT.1.1": ("8", "F", "2")}),
+    ("canceled", EventType.ORDER_CANCELED, state(3, notional=600, reason="requested", cancelClientOrderId="X1"),
+     ("order",), {"FIX.4.2": ("8", "4", "4"), "FIX.4.4": ("8", "4", "4"), "FIXT.1.1": ("8", "4", "4")}),
+    ("replaced", EventType.ORDER_REPLACED, state(2, quantity=8, notional=400, clientOrderId="R1",
+                                                 origClientOrderId="C1"), ("order",),
+     {"FIX.4.2": ("8", "5", "5"), "FIX.4.4": ("8", "5", "1"), "FIXT.1.1": ("8", "5", "1")}),
+    ("rejected", EventType.ORDER_REJECTED, {"orderId": "o1", "reason": "price-out-of-band", "owner": "s",
+                                            "clientOrderId": "C1", "side": "buy", "quantity": 10, "price": 999,
+                                            "account": ""}, ("order",),
+     {"FIX.4.2": ("8", "8", "8"), "FIX.4.4": ("8", "8", "8"), "FIXT.1.1": ("8", "8", "8")}),
+    ("cancel rejected", EventType.CANCEL_REJECTED, {"orderId": "o1", "reason": "unknown-order",
+                                                    "responseTo": "cancel", "owner": "s", "clientOrderId": "X2",
+                                                    "origClientOrderId": "C1"}, ("order",),
+     {"FIX.4.2": ("9", None, "8"), "FIX.4.4": ("9", None, "8"), "FIXT.1.1": ("9", None, "8")}),
+    ("command refused", EventType.COMMAND_REFUSED, {"responseTo": "place", "orderId": "o1", "owner": "s",
+                                                    "clientOrderId": "C1", "reason": "invalid-command: x"},
+     ("order",), {"FIX.4.2": ("j", None, None), "FIX.4.4": ("j", None, None), "FIXT.1.1": ("j", None, None)}),
+]
+
+
+@pytest.mark.parametrize("begin_string", VERSIONS)
+@pytest.mark.parametrize("name,kind,payload,roles,expected", CASES, ids=[c[0] for c in CASES])
+def test_each_event_becomes_the_report_its_fix_version_defines(name: str, kind: EventType, payload: dict,
+                                                                roles: tuple, expected: dict, begin_string: str) -> None:
+    event = Event("e1", kind, 0, 0, "c1", payload)
+    out = tr.event_messages(event, {}, TABLE, begin_string, roles)
+    assert len(out) == 1
+    f = dict(out[0].fields)
+    msg_type, exec_type, status = expected[begin_string]
+    assert (out[0].msg_type, f.get(150), f.get(39)) == (msg_type, exec_type, status)
+    assert out[0].inbox_id == f"e1:{roles[0][0].upper()}"
+    if msg_type == "8":
+        assert f[17] == out[0].inbox_id, "ExecID is the event's, stable across resends"
+        assert (20 in f) == (begin_string == "FIX.4.2"), "ExecTransType only in FIX.4.2"
+        assert "." not in f[38] or Decimal(f[38]) == Decimal(f[38]).normalize()
+    if name == "partial fill":
+        assert (f[32], f[31], f[14], f[151], f[6]) == ("4", "100", "4", "6", "100")
+    if name == "full fill":
+        assert (f[31], f[6], f[151]) == ("100.5", "100.5", "0")
+    if name == "canceled":
+        assert (f[11], f[41], f[151], f[14]) == ("X1", "C1", "0", "3")
+    if name == "replaced":
+        assert (f[11], f[41], f[38]) == ("R1", "C1", "8")
+    if name == "rejected":
+        assert f[58] == "price-out-of-band" and f[151] == "0"
+    if name == "command refused":
+        assert (f[372], f[379], f[380]) == ("D", "C1", "0") and f[58].startswith("invalid-command")
+
+
+def owners(event: Event) -> dict[str, tuple[str, ...]]:
+    p = event.payload
+    parts = {"maker": p["maker"], "taker": p["taker"]} if "maker" in p else {"order": p}
+    out: dict[str, list[str]] = {}
+    for role, s in parts.items():
+        if s.get("owner"):
+            out.setdefault(s["owner"], []).append(role)
+    return {o: tuple(r) for o, r in out.items()}
+
+
+@pytest.mark.parametrize("begin_string", VERSIONS)
+@pytest.mark.parametrize("seed", range(4))
+def test_reports_of_random_flows_keep_cum_leaves_avgpx_and_execid_invariants(seed: int, begin_string: str) -> None:
+    cell = Cell(TEST_INSTRUMENTS)
+    views: dict[tuple[str, str], tr.OrderView] = {}
+    exec_ids: set[tuple[str, str]] = set()
+    fills: dict[tuple[str, str], list[tuple[Decimal, Decimal]]] = {}
+    reports = 0
+    for cmd in random_flow(seed, 600):
+        for n, (kind, payload) in enumerate(cell.apply(cmd).events):
+            event = Event(f"{cmd.command_id}:{n}", kind, 0, cmd.pair_id, cmd.command_id, payload)
+            for owner, roles in owners(event).items():
+                ids = [event.payload[r]["orderId"] for r in roles] if "maker" in payload else [payload["orderId"]]
+                known = {oid: views.get((owner, oid)) for oid in ids}
+                for out in tr.event_messages(event, known, TABLE, begin_string, roles):
+                    key = (owner, out.inbox_id)
+                    assert key not in exec_ids, f"ExecID {out.inbox_id} twice"
+                    exec_ids.add(key)
+                    if out.msg_type != "8" or out.view is None:
+                        continue
+                    reports += 1
+                    f = dict(out.fields)
+                    order = (owner, out.order_id)
+                    cum, leaves, qty = Decimal(f[14]), Decimal(f[151]), Decimal(f[38])
+                    if f[39] in "48C3":
+                        assert leaves == 0, f
+                    else:
+                        assert cum + leaves == qty, f"CumQty + LeavesQty = OrderQty: {f}"
+                    before = views.get(order)
+                    assert before is None or cum >= Decimal(before.cum_qty), "CumQty never goes back"
+                    if 32 in f:
+                        fills.setdefault(order, []).append((Decimal(f[31]), Decimal(f[32])))
+                    done = fills.get(order, [])
+                    assert cum == sum((q for _, q in done), Decimal(0)), "CumQty is the sum of LastQty"
+                    if done:
+                        exact = sum((p * q for p, q in done), Decimal(0)) / cum
+                        tick = TABLE.pair(cmd.pair_id).tick_size  # type: ignore[union-attr]
+                        assert Decimal(f[6]) == exact.quantize(tick / Decimal(10) ** 8), "AvgPx exact"
+                    views[order] = out.view
+    assert reports > 300 and fills, "the flow exercised fills"
