@@ -17,9 +17,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ReadOnlyError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
-from redis.sentinel import Sentinel
+from redis.sentinel import Sentinel, SentinelConnectionPool
 
-from .settings import RedisEndpoint
+from .settings import ConfigError, RedisEndpoint
 
 RedisClient = redis.Redis | RedisCluster
 
@@ -57,6 +57,11 @@ class IdleBoundedPool(redis.BlockingConnectionPool):
                 super().release(conn)
 
 
+class IdleBoundedSentinelPool(SentinelConnectionPool, IdleBoundedPool):  # type: ignore[misc]
+    """The same pool behaviour (maxTotal, maxWait, maxIdle, minIdle) for a Sentinel-managed
+    primary: redis-py's own Sentinel pool does not block and raises "Too many connections"."""
+
+
 def _retry(endpoint: RedisEndpoint) -> Retry:
     return Retry(
         ExponentialBackoff(cap=min(1.0, endpoint.socketTimeout), base=0.02),
@@ -80,6 +85,12 @@ def connect(endpoint: RedisEndpoint, *, client_name: str | None = None) -> Redis
         client_name=client_name,
     )
     if endpoint.topology == "cluster":
+        # redis-py's cluster client keeps a plain pool per node: it cannot wait for a free
+        # connection or close idle ones. Refuse what it cannot honour rather than ignore it.
+        unsupported = sorted(f"pool.{name}" for name in endpoint.pool.model_fields_set & {"maxIdle", "minIdle", "maxWait"})
+        if unsupported:
+            raise ConfigError(f"{', '.join(unsupported)}: not supported with Redis Cluster (redis-py's cluster client "
+                              "keeps a non-blocking pool per node; pool.maxTotal bounds it per node): remove them")
         return RedisCluster(
             startup_nodes=[ClusterNode(*_host_port(n)) for n in endpoint.nodes],
             max_connections=endpoint.pool.maxTotal,  # per node
@@ -95,12 +106,18 @@ def connect(endpoint: RedisEndpoint, *, client_name: str | None = None) -> Redis
         )
         # The Sentinel pool discovers the current primary on every (re)connect, so after a
         # failover the retry lands on the promoted replica.
-        return sentinel.master_for(
+        client = sentinel.master_for(
             endpoint.sentinelGroup,
+            connection_pool_class=IdleBoundedSentinelPool,
             retry=_retry(endpoint),
             max_connections=endpoint.pool.maxTotal,
+            timeout=endpoint.pool.maxWait,
+            max_idle=endpoint.pool.maxIdle,
             **common,
         )
+        if endpoint.pool.minIdle:
+            client.connection_pool.warm(endpoint.pool.minIdle)
+        return client
     assert endpoint.url is not None
     conn_kwargs = redis.ConnectionPool.from_url(endpoint.url).connection_kwargs
     url_password = conn_kwargs.get("password")
