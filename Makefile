@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,8 +17,14 @@ run: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
-# The linter first (seconds), then every test.
+# The fast tier while editing: pure logic, no servers or processes (seconds). `make test` runs everything.
+UNIT := tests/test_codec.py tests/test_domain.py tests/test_fixmsg.py tests/test_inputs.py tests/test_translation.py tests/test_settings.py
+unit: lint
+	$(VENV)/bin/python -m pytest -q $(UNIT)
+
+# The linters first (ruff, mypy: seconds), then every test.
 test: lint
 	$(VENV)/bin/python -m pytest -q
 

@@ -126,7 +126,7 @@ class CallbackWatch:
                 if now - since > limit_s]
 
 
-class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG director base
+class GatewayApplication(fix.Application):  # a SWIG director base
     def __init__(self, sessions: dict[str, SessionConfig], stores: dict[str, SessionStore], namespace: str,
                  behaviour: Behaviour, metrics: GatewayMetrics,
                  last_sent: dict[SessionKey, int], fatal: Callable[[str], None] = die,
@@ -234,7 +234,9 @@ class GatewayApplication(fix.Application):  # type: ignore[misc]  # SWIG directo
         if not d.text:
             d.text = d.message.toString()
         d.seq, d.sending_time = seq, stamp
-        d.raw = filled(d.text, cfg.begin_string, cfg.sender_comp_id, cfg.target_comp_id, seq, stamp)
+        sender, target = cfg.sender_comp_id, cfg.target_comp_id
+        assert sender is not None and target is not None, "GatewaySettings fills them in"
+        d.raw = filled(d.text, cfg.begin_string, sender, target, seq, stamp)
 
     def _in_flight_delivery(self, text: str) -> Delivery | None:
         """The delivery this thread is sending to session ``text`` right now, if any (taken once)."""

@@ -21,7 +21,7 @@ COLUMNS = [("session", None), ("type", 35), ("ExecType", 150), ("OrdStatus", 39)
            ("LeavesQty", 151), ("AvgPx", 6), ("ExecID", 17), ("Text", 58)]
 
 
-class DemoClient(fix.Application):  # type: ignore[misc]
+class DemoClient(fix.Application):
     """One initiator session that records the ExecutionReports it receives."""
 
     def __init__(self, directory: Path, host: str, port: int, sender: str, target: str,

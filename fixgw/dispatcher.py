@@ -75,7 +75,7 @@ class Dispatcher(threading.Thread):
                     self._next_retention = time.monotonic() + self.gateway.matching.retention_interval
                     self.retention()
                 read_from = "0" if own_pending else ">"
-                reply = self.client.xreadgroup(GROUP, CONSUMER, {s: read_from for s in self.streams},
+                reply: Any = self.client.xreadgroup(GROUP, CONSUMER, {s: read_from for s in self.streams},
                                                count=self.batch, block=None if own_pending else 200)
                 got = sum(len(entries) for _, entries in reply or [])
                 if own_pending and not got:
@@ -130,7 +130,8 @@ class Dispatcher(threading.Thread):
             entry_id, fields = entries[0]
             dead = GatewayKey(self.gateway.namespace, kind).inbox_dead_letter
             log.error("dispatcher: inbox entry %s moved to %s: %s: %s", entry_id, dead, type(exc).__name__, exc)
-            self.client.xadd(dead, {**(fields or {}), "x-original-id": entry_id, "x-error": f"{type(exc).__name__}: {exc}"})
+            moved: dict[Any, Any] = {**(fields or {}), "x-original-id": entry_id, "x-error": f"{type(exc).__name__}: {exc}"}
+            self.client.xadd(dead, moved)
             self.gateway.metrics.dispatcher_dead_lettered.inc()
 
     def dispatch(self, kind: str, batch: list[dict[bytes, bytes] | None]) -> None:
@@ -217,20 +218,20 @@ class Dispatcher(threading.Thread):
             by_owner: dict[str, list[str]] = {}
             for role, state in parts.items():
                 by_owner.setdefault(state.get("owner", ""), []).append(role)
-            out = []
+            fsg: list[tuple[SessionConfig, tuple[str, ...]]] = []
             for owner, roles in by_owner.items():
                 cfg = self.sessions.get(owner)
                 if cfg is not None and cfg.kind == "fsg":
-                    out.append((cfg, tuple(roles)))
-            return out
+                    fsg.append((cfg, tuple(roles)))
+            return fsg
         if event.type is EventType.COMMAND_REFUSED:
             return []  # no order came of it: nothing for a drop copy
-        out = []
+        dc: list[tuple[SessionConfig, tuple[str, ...]]] = []
         for cfg in self.drop_copies:
-            roles = tuple(r for r, state in parts.items() if not cfg.accounts or state.get("account") in cfg.accounts)
-            if roles:
-                out.append((cfg, roles))
-        return out
+            heard = tuple(r for r, state in parts.items() if not cfg.accounts or state.get("account") in cfg.accounts)
+            if heard:
+                dc.append((cfg, heard))
+        return dc
 
 
 

@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from redis.exceptions import RedisError, ResponseError
 
@@ -163,7 +163,7 @@ class Conductor:
         """Refuse to run on a datastore or partition count we cannot honour."""
         meta = self.keys.meta
         self.client.hsetnx(meta, "partitionCount", self.partition_count)
-        stored = int(self.client.hget(meta, "partitionCount"))
+        stored = int(cast(bytes, self.client.hget(meta, "partitionCount")))
         if stored != self.partition_count:
             raise BootRefused(f"partition count {self.partition_count} differs from the {stored} recorded in {meta}; "
                               "changing MATCHING_PARTITION_COUNT in place is forbidden (migrate instead)")

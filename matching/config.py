@@ -98,7 +98,7 @@ class CellSettings(BaseSettings):
             data["sentinels"] = [n.strip() for n in self.redis_sentinel_hosts.split(",") if n.strip()]
             data["sentinelGroup"] = self.redis_sentinel_name
         try:
-            return RedisEndpoint(**data)  # type: ignore[arg-type]
+            return RedisEndpoint(**data)
         except ValidationError as exc:
             raise ConfigError(describe(exc, "matching")) from None
 

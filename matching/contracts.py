@@ -216,8 +216,8 @@ def parse_command(raw: str | bytes, partition_count: int = MATCHING_PARTITION_CO
                 raise ContractError("place needs an order object")
             order = OrderPayload(
                 order_id=_req(o, "order_id", str),
-                side=Side(o.get("side")),
-                order_type=OrderType(o.get("order_type")),
+                side=Side(str(o.get("side"))),
+                order_type=OrderType(str(o.get("order_type"))),
                 quantity=_req(o, "quantity", int),
                 price=_opt_int(o, "price"),
                 time_in_force=TimeInForce(o.get("time_in_force", "GTC")),
@@ -251,7 +251,7 @@ def refused_command_route(raw: bytes | str | None) -> dict[str, Any] | None:
         return None
     if not isinstance(data, dict):
         return None
-    order = data.get("order") if isinstance(data.get("order"), dict) else {}
+    order: dict[str, Any] = data["order"] if isinstance(data.get("order"), dict) else {}
 
     def text(source: dict[str, Any], key: str) -> str:
         try:

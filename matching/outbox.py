@@ -37,11 +37,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
-from sessionstore.connection import RedisClient
+from sessionstore.connection import RedisClient, text
 from sessionstore.scripts import RELEASE_LOCK, RENEW_LOCK  # a lease is a lock: same scripts
 
 from .config import Durability
@@ -244,7 +244,7 @@ class OutboxWorker:
 
     def _still_holder(self) -> bool:
         holder = self.control.get(self.keys.outbox_lease)
-        return holder is not None and holder.decode() == self.consumer
+        return holder is not None and text(holder) == self.consumer
 
     def _stand_down(self, why: str) -> None:
         log.error("partition %d: outbox stands down: %s", self.partition, why)
@@ -396,8 +396,8 @@ class OutboxWorker:
         log.error("partition %d: entry %s is not a valid envelope (%s); moved to %s", self.partition, stream_id,
                   why, self.keys.dead_letter)
         tx = self.client.pipeline(transaction=True)
-        tx.xadd(self.keys.dead_letter, {**{k: v for k, v in fields.items()}, "x-original-id": stream_id,
-                                        "x-error": why})
+        entry: dict[Any, Any] = {**fields, "x-original-id": stream_id, "x-error": why}
+        tx.xadd(self.keys.dead_letter, entry)
         tx.xack(self.keys.events, GROUP, stream_id)
         tx.xdel(self.keys.events, stream_id)
         tx.execute()

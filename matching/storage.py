@@ -14,12 +14,12 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import hiredis
 from redis.exceptions import ResponseError, WatchError
 
-from sessionstore.connection import RedisClient, is_cluster
+from sessionstore.connection import RedisClient, is_cluster, standalone_pool, text
 
 from .contracts import Event, OrderType, Side, TimeInForce
 from .domain import Cell, Change, Order
@@ -153,12 +153,12 @@ def read_group(client: RedisClient, group: str, consumer: str, stream: str, star
         args += ["BLOCK", block_ms]
     args += ["STREAMS", stream, start]
     if is_cluster(client):
-        reply = client.xreadgroup(group, consumer, {stream: start}, count=count, block=block_ms)
+        reply: Any = client.xreadgroup(group, consumer, {stream: start}, count=count, block=block_ms)
         return reply[0][1] if reply else []
-    pool = client.connection_pool
+    pool = standalone_pool(client)
     conn = pool.get_connection()
     try:
-        conn.send_packed_command([hiredis.pack_command(tuple(args))], check_health=False)
+        conn.send_packed_command([pack(*args)], check_health=False)
         raw = conn.read_response()
     except BaseException:
         conn.disconnect()
@@ -170,6 +170,11 @@ def read_group(client: RedisClient, group: str, consumer: str, stream: str, star
     entries = next(iter(raw.values())) if isinstance(raw, dict) else raw[0][1]  # RESP3 map, RESP2 list
     return [(entry_id, dict(zip(fields[::2], fields[1::2], strict=True)) if fields is not None else None)
             for entry_id, fields in entries]
+
+
+def pack(*command: Any) -> bytes:
+    """One command in RESP, packed by hiredis (its stub types the argument as a 1-tuple)."""
+    return hiredis.pack_command(cast(Any, command))
 
 
 def commit_fenced(client: RedisClient, keys: PartitionKeys, token: str, commands: list[tuple[Any, ...]],
@@ -184,20 +189,19 @@ def commit_fenced(client: RedisClient, keys: PartitionKeys, token: str, commands
     """
     if is_cluster(client):
         return _commit_cluster(client, keys, token, commands, waitaof)
-    pool = client.connection_pool
+    pool = standalone_pool(client)
     conn = pool.get_connection()
     try:
-        conn.send_packed_command([hiredis.pack_command(("WATCH", keys.conductor_lease)),
-                                  hiredis.pack_command(("GET", keys.conductor_lease))])
+        conn.send_packed_command([pack("WATCH", keys.conductor_lease), pack("GET", keys.conductor_lease)])
         conn.read_response()
         holder = conn.read_response()
         if holder is None or holder.decode() != token:
             conn.send_command("UNWATCH")
             conn.read_response()
             raise FencedOut(f"lease held by {holder!r}")
-        parts = [hiredis.pack_command(("MULTI",))]
-        parts += [hiredis.pack_command(tuple(str(a) if isinstance(a, int) else a for a in c)) for c in commands]
-        parts.append(hiredis.pack_command(("EXEC",)))
+        parts = [pack("MULTI")]
+        parts += [pack(*(str(a) if isinstance(a, int) else a for a in c)) for c in commands]
+        parts.append(pack("EXEC"))
         conn.send_packed_command([b"".join(parts)])
         queued_errors = []
         for _ in range(len(commands) + 1):  # +OK for MULTI, +QUEUED for each command
@@ -301,7 +305,7 @@ def node_for(client: RedisClient, keys: PartitionKeys) -> Any:
 def partition_command(client: RedisClient, keys: PartitionKeys, *args: Any) -> Any:
     node = node_for(client, keys)
     if node is not None:
-        return client.execute_command(*args, target_nodes=node)  # type: ignore[call-arg]
+        return client.execute_command(*args, target_nodes=node)
     return client.execute_command(*args)
 
 
@@ -311,7 +315,7 @@ def rebuild_cell(client: RedisClient, keys: PartitionKeys, cell: Cell, pair_ids:
     counts = {"orders": 0, "orphans": 0, "mismatches": 0}
     for pair_id in pair_ids:
         for side in (Side.BUY, Side.SELL):
-            members = [m.decode() for m in client.zrange(keys.book(pair_id, side), 0, -1)]
+            members = [text(m) for m in cast(list[bytes], client.zrange(keys.book(pair_id, side), 0, -1))]
             pipe = client.pipeline(transaction=False)
             for m in members:
                 pipe.hgetall(keys.order(parse_member(m)[1]))
@@ -345,7 +349,7 @@ def reconcile(client: RedisClient, keys: PartitionKeys, pair_id: int) -> dict[st
         book = keys.book(pair_id, side)
         total = int(client.zcard(book))
         indexed += total
-        members = [m.decode() for m in client.zrange(book, 0, RECONCILE_LIMIT - 1)]
+        members = [text(m) for m in cast(list[bytes], client.zrange(book, 0, RECONCILE_LIMIT - 1))]
         truncated = truncated or total > len(members)
         pipe = client.pipeline(transaction=False)
         for m in members:
@@ -380,12 +384,12 @@ def trim_acknowledged(client: RedisClient, stream: str, keep_ms: int, now_ms: in
         return 0
     now = int(time.time() * 1000) if now_ms is None else now_ms
     bound = (now - keep_ms, 0)
-    for g in groups:
+    for g in cast(list[dict[Any, Any]], groups):
         name = g.get("name") or g.get(b"name")
         last = g.get("last-delivered-id") or g.get(b"last-delivered-id") or "0-0"
         bound = min(bound, _stream_id(last))  # entries after it are not delivered yet
         if int(g.get("pending") or g.get(b"pending") or 0):
-            summary = client.xpending(stream, name)
+            summary: Any = client.xpending(stream, cast(bytes, name))
             if summary.get("min"):
                 bound = min(bound, _stream_id(summary["min"]))
     if bound <= (0, 0):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, replace
+from typing import Any
 
 from construct import Bytes, FormatField, Int32ul, Int64sl, Struct, this
 
@@ -93,7 +94,7 @@ class SessionState:
     connection_start_time: int | None = None
     last_sent_seq_num: int = 0
 
-    def with_(self, **changes: int | None) -> SessionState:
+    def with_(self, **changes: Any) -> SessionState:
         return replace(self, **changes)
 
 

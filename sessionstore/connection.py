@@ -8,7 +8,7 @@ the connection pool. Knows nothing about what the keys mean.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -57,7 +57,7 @@ class IdleBoundedPool(redis.BlockingConnectionPool):
                 super().release(conn)
 
 
-class IdleBoundedSentinelPool(SentinelConnectionPool, IdleBoundedPool):  # type: ignore[misc]
+class IdleBoundedSentinelPool(SentinelConnectionPool, IdleBoundedPool):
     """The same pool behaviour (maxTotal, maxWait, maxIdle, minIdle) for a Sentinel-managed
     primary: redis-py's own Sentinel pool does not block and raises "Too many connections"."""
 
@@ -87,7 +87,10 @@ def connect(endpoint: RedisEndpoint, *, client_name: str | None = None) -> Redis
     if endpoint.topology == "cluster":
         # redis-py's cluster client keeps a plain pool per node: it cannot wait for a free
         # connection or close idle ones. Refuse what it cannot honour rather than ignore it.
-        unsupported = sorted(f"pool.{name}" for name in endpoint.pool.model_fields_set & {"maxIdle", "minIdle", "maxWait"})
+        limits = endpoint.pool
+        unsupported = [name for name, honoured in (("pool.maxIdle", limits.maxIdle >= limits.maxTotal),
+                                                    ("pool.minIdle", limits.minIdle == 0),
+                                                    ("pool.maxWait", limits.maxWait is None)) if not honoured]
         if unsupported:
             raise ConfigError(f"{', '.join(unsupported)}: not supported with Redis Cluster (redis-py's cluster client "
                               "keeps a non-blocking pool per node; pool.maxTotal bounds it per node): remove them")
@@ -138,3 +141,23 @@ def connect(endpoint: RedisEndpoint, *, client_name: str | None = None) -> Redis
 
 def is_cluster(client: RedisClient) -> bool:
     return isinstance(client, RedisCluster)
+
+
+def standalone_pool(client: RedisClient) -> redis.ConnectionPool:
+    """The pool of a standalone or Sentinel client (callers checked ``is_cluster`` first)."""
+    assert isinstance(client, redis.Redis), "a cluster client has one pool per node"
+    return client.connection_pool
+
+
+def text(value: bytes | str) -> str:
+    """A reply value as text (our clients return bytes: decode_responses is off)."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def text_or_none(value: bytes | str | None) -> str | None:
+    return None if value is None else text(value)
+
+
+def hash_of_bytes(reply: Any) -> dict[bytes, bytes]:
+    """An HGETALL reply as our clients return it (bytes keys and values: decode_responses is off)."""
+    return cast(dict[bytes, bytes], reply)

