@@ -8,6 +8,8 @@ What is *accepted* is decided in ``inputs`` (pure); this file only reads and bui
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import quickfix as fix
 
 from .inputs import split_fields
@@ -75,6 +77,25 @@ def build(msg_type: str, fields: list[tuple[int, str]]) -> fix.Message:
             m.setField(fix.StringField(tag, value))
     if msg_type == "8":
         m.setField(fix.TransactTime())
+    return m
+
+
+def body_text(msg_type: str, fields: list[tuple[int, str]]) -> str:
+    """What ``build(msg_type, fields).toString()`` holds, without its 8/9/10, made in Python:
+    fields in ascending tag order as QuickFIX keeps them (no repeating groups here), empty
+    ones left out, TransactTime added to an ExecutionReport. ``from_text`` turns it into the
+    message with two calls into the bindings instead of two per field (the dispatcher's
+    profile: building reports was an eighth of its time)."""
+    body = {tag: value for tag, value in fields if value != ""}
+    if msg_type == "8" and 60 not in body:
+        body[60] = datetime.now(UTC).strftime("%Y%m%d-%H:%M:%S")
+    return f"35={msg_type}\x01" + "".join(f"{tag}={body[tag]}\x01" for tag in sorted(body))
+
+
+def from_text(text: str) -> fix.Message:
+    """The message whose fields ``text`` lists (``body_text``); QuickFIX fills the header."""
+    m = fix.Message()
+    m.setString(text, False)
     return m
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import quickfix as fix
 
-from fixgw.fixmsg import filled, wire_bytes
+from fixgw.fixmsg import body_text, build, filled, from_text, wire_bytes
 
 
 def quickfix_fill(message: fix.Message, seq: int, stamp: str) -> bytes:
@@ -55,3 +55,20 @@ def test_filled_bytes_equal_what_quickfix_fills(make, seq: int) -> None:  # type
     message = make()
     ours = filled(message.toString(), "FIX.4.4", "GW", "CLIENT1", seq, stamp)
     assert ours == quickfix_fill(message, seq, stamp)
+
+
+@pytest.mark.parametrize("msg_type,fields", [
+    ("8", [(37, "O-1"), (11, "C1"), (17, "E-1"), (150, "F"), (39, "1"), (1, "ACC"), (55, "ACME"), (54, "1"),
+           (38, "10"), (40, "2"), (44, "10.5"), (59, "1"), (32, "4"), (31, "10.5"), (151, "6"), (14, "4"),
+           (6, "10.5"), (58, "")]),
+    ("9", [(37, "NONE"), (11, "X"), (41, "C1"), (39, "8"), (434, "1"), (102, "1"), (58, "unknown-order")]),
+    ("j", [(372, "D"), (379, "C1"), (380, "0"), (58, "caf\u00e9")]),
+])
+def test_reports_made_from_text_equal_reports_built_field_by_field(msg_type: str, fields: list) -> None:
+    text = body_text(msg_type, fields + ([(60, "20261201-06:30:00")] if msg_type == "8" else []))
+    built = build(msg_type, fields)
+    if msg_type == "8":
+        built.setField(fix.StringField(60, "20261201-06:30:00"))
+    assert from_text(text).toString() == built.toString()
+    assert filled(text, "FIX.4.4", "GW", "CLIENT1", 7, "20261201-06:30:00.000") == quickfix_fill(from_text(text), 7,
+                                                                                          "20261201-06:30:00.000")
