@@ -35,7 +35,7 @@ from redis.exceptions import RedisError, ResponseError
 from sessionstore.connection import RedisClient
 from sessionstore.scripts import RELEASE_LOCK, RENEW_LOCK  # a lease is a lock: same scripts
 
-from .config import Durability
+from .config import LEASE_RENEW_S, LEASE_TTL_MS, Durability
 from .contracts import (
     Command,
     ContractError,
@@ -121,7 +121,7 @@ class Conductor:
     def __init__(self, client: RedisClient, *, partition: int, partition_count: int,
                  instruments: dict[int, Instrument], durability: Durability,
                  stp_mode: StpMode = StpMode.CANCEL_TAKER, batch_size: int = 100,
-                 lease_ttl_ms: int = 10_000, lease_renew_s: float = 3.3,
+                 lease_ttl_ms: int = LEASE_TTL_MS, lease_renew_s: float = LEASE_RENEW_S,
                  metrics: ConductorMetrics | None = None,
                  fault: Callable[[str], None] | None = None,
                  command_retention_ms: int = 86_400_000) -> None:

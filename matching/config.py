@@ -20,6 +20,10 @@ from .contracts import MATCHING_PARTITION, MATCHING_PARTITION_COUNT
 from .domain import StpMode
 from .instruments import DEFAULT_TABLE
 
+# The conductor's and the outbox's lease (seed 000: SET NX PX 10000, renewed every third of it).
+LEASE_TTL_MS = 10_000
+LEASE_RENEW_S = LEASE_TTL_MS / 3000
+
 
 @dataclass(frozen=True, slots=True)
 class Durability:
@@ -60,7 +64,7 @@ class CellSettings(BaseSettings):
                                                                             "durability_timeout_ms"))
     stp_mode: StpMode = Field(StpMode.CANCEL_TAKER, validation_alias=_alias("MATCHING_STP_MODE", "stp_mode"))
     batch_size: int = Field(100, ge=1, le=10000, validation_alias=_alias("MATCHING_BATCH_SIZE", "batch_size"))
-    lease_ttl_ms: int = Field(10_000, ge=300, validation_alias=_alias("MATCHING_LEASE_TTL_MS", "lease_ttl_ms"))
+    lease_ttl_ms: int = Field(LEASE_TTL_MS, ge=300, validation_alias=_alias("MATCHING_LEASE_TTL_MS", "lease_ttl_ms"))
     http_port: int = Field(0, ge=0, validation_alias=_alias("MATCHING_HTTP_PORT", "http_port"))
     command_retention_ms: int = Field(86_400_000, ge=0, validation_alias=_alias("MATCHING_COMMAND_RETENTION_MS",
                                                                                 "command_retention_ms"))

@@ -44,7 +44,7 @@ from redis.exceptions import NoScriptError, RedisError, ResponseError
 from sessionstore.connection import RedisClient, text
 from sessionstore.scripts import RELEASE_LOCK, RENEW_LOCK  # a lease is a lock: same scripts
 
-from .config import Durability
+from .config import LEASE_RENEW_S, LEASE_TTL_MS, Durability
 from .contracts import ContractError, Event, parse_event
 from .keys import PartitionKeys, publisher_fence
 from .metrics import OutboxMetrics
@@ -53,8 +53,6 @@ from .storage import durable_barrier, read_group
 log = logging.getLogger("matching.outbox")
 
 GROUP = "matching-outbox-v1"
-LEASE_TTL_MS = 10_000
-LEASE_RENEW_S = 3.3
 CLAIM_IDLE_MS = 30_000
 READ_COUNT = 100
 READ_BLOCK_MS = 1000

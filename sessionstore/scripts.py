@@ -7,6 +7,8 @@ All keys of one script share one hash tag, so they are valid in Redis Cluster.
 
 from __future__ import annotations
 
+from .keys import CHUNK_SIZE
+
 # Shared prologue: KEYS[1] = owner key, ARGV[1] = the writer's epoch.
 _FENCE = """
 local owner = redis.call('GET', KEYS[1])
@@ -203,7 +205,7 @@ local raw = redis.call('HGET', KEYS[2], 'lastSentSeqNum')
 if raw then last = struct.unpack('<I4', raw) end
 local sender = redis.call('HGET', KEYS[2], 'senderSeqNum')
 if sender then last = math.max(last, struct.unpack('<I4', sender) - 1) end
-if math.floor(last / 1024) > tonumber(ARGV[3]) then
+if math.floor(last / """ + str(CHUNK_SIZE) + """) > tonumber(ARGV[3]) then
   return redis.error_reply('RETRY chunks changed during reset')
 end
 for i = 3, #KEYS do redis.call('DEL', KEYS[i]) end  -- the unsent marks, then every chunk

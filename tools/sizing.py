@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 from sessionstore.codec import RECORD_HEADER_SIZE, OutboundRecord
 from sessionstore.connection import RedisClient, connect
-from sessionstore.keys import SessionKey
+from sessionstore.keys import SessionKey, chunk_index
 from sessionstore.settings import RedisEndpoint
 from sessionstore.store import FixedEpoch, SessionStore
 
@@ -149,10 +149,10 @@ def measure(client: RedisClient, messages: int, message_size: int, batch: int = 
                     for s in range(start, min(start + batch, messages + 1))]
             store.commit_outbound_many(session, recs)
         after = int(client.info("memory")["used_memory"])
-        chunks = [session.chunk(i) for i in range(messages // 1024 + 1)]
+        chunks = [session.chunk(i) for i in range(chunk_index(messages) + 1)]
         usage = sum(int(client.memory_usage(k, samples=0) or 0) for k in chunks)
     finally:
-        client.delete(session.state, session.owner, *[session.chunk(i) for i in range(messages // 1024 + 1)])
+        client.delete(session.state, session.owner, *[session.chunk(i) for i in range(chunk_index(messages) + 1)])
     return Measurement(messages, message_size, usage / messages, (after - before) / messages,
                        bytes_per_message(message_size))
 
