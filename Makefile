@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(VENV)/bin/python bench/cell_bench.py --commands 10000 --events 10000
 	$(VENV)/bin/python bench/gateway_bench.py --orders 3000
 	$(VENV)/bin/python bench/e2e_bench.py
+	$(VENV)/bin/python bench/multicell_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache
