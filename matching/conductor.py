@@ -33,9 +33,9 @@ from typing import Any, cast
 from redis.exceptions import RedisError, ResponseError
 
 from sessionstore.connection import RedisClient
-from sessionstore.scripts import RELEASE_LOCK, RENEW_LOCK  # a lease is a lock: same scripts
+from sessionstore.lease import Lease
 
-from .config import LEASE_RENEW_S, LEASE_TTL_MS, Durability
+from .config import LEASE_TTL_MS, Durability
 from .contracts import (
     Command,
     ContractError,
@@ -121,7 +121,7 @@ class Conductor:
     def __init__(self, client: RedisClient, *, partition: int, partition_count: int,
                  instruments: dict[int, Instrument], durability: Durability,
                  stp_mode: StpMode = StpMode.CANCEL_TAKER, batch_size: int = 100,
-                 lease_ttl_ms: int = LEASE_TTL_MS, lease_renew_s: float = LEASE_RENEW_S,
+                 lease_ttl_ms: int = LEASE_TTL_MS, lease_renew_s: float | None = None,
                  metrics: ConductorMetrics | None = None,
                  fault: Callable[[str], None] | None = None,
                  command_retention_ms: int = 86_400_000) -> None:
@@ -135,8 +135,6 @@ class Conductor:
         self.durability = durability
         self.stp_mode = stp_mode
         self.batch_size = batch_size
-        self.lease_ttl_ms = lease_ttl_ms
-        self.lease_renew_s = lease_renew_s
         self.metrics = metrics or ConductorMetrics(partition)
         self._fault = fault
         self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:10]}"
@@ -148,10 +146,10 @@ class Conductor:
         self._dead: dict[bytes, str] = {}  # entry ids to dead-letter when next read, with why
         self.heartbeat = time.monotonic()  # last turn of the loop (for /ready)
         self.clock = StreamClock()
-        self._lease_until = 0.0
-        self._renewed_at = 0.0
-        self._renew = client.register_script(RENEW_LOCK)
-        self._release = client.register_script(RELEASE_LOCK)
+        # Renewed inline by the loop (no thread): every commit also checks the token (WATCH).
+        self.lease = Lease(client, self.keys.conductor_lease, self.token, ttl_ms=lease_ttl_ms,
+                           renew_s=lease_renew_s or lease_ttl_ms / 3000,
+                           name=f"partition {partition} conductor", on_lost=self._stand_down)
         # Acknowledged commands older than this are trimmed (never a pending or unread one): they
         # are only an audit trail once processed, since the book is rebuilt from its own keys.
         self.command_retention_ms = command_retention_ms
@@ -176,15 +174,12 @@ class Conductor:
 
     @property
     def has_lease(self) -> bool:
-        return time.monotonic() < self._lease_until
+        return self.lease.held
 
     def try_lease(self) -> bool:
-        sent = time.monotonic()
-        if not self.client.set(self.keys.conductor_lease, self.token, nx=True, px=self.lease_ttl_ms):
+        if not self.lease.try_take():
             self.metrics.lease_owned.set(0)
             return False
-        self._lease_until = sent + self.lease_ttl_ms / 1000
-        self._renewed_at = sent
         self.metrics.lease_owned.set(1)
         log.info("partition %d: conductor lease taken by %s", self.partition, self.token)
         self.cell = None
@@ -196,28 +191,21 @@ class Conductor:
         return True
 
     def _renew_if_due(self) -> None:
-        now = time.monotonic()
-        if now - self._renewed_at < self.lease_renew_s:
-            return
-        if int(self._renew(keys=[self.keys.conductor_lease], args=[self.token, self.lease_ttl_ms])):
-            self._lease_until = now + self.lease_ttl_ms / 1000
-            self._renewed_at = now
-        else:
-            self._lose("lease renewal found another holder")
+        self.lease.renew_if_due()  # a lost lease stands the conductor down (``_stand_down``)
 
     def _lose(self, why: str) -> None:
-        if self._lease_until:
-            log.error("partition %d: conductor lease LOST: %s; stopped writing", self.partition, why)
-        self._lease_until = 0.0
+        if self.lease.lost_reason is None:
+            self.lease.lose(why)  # which stands the conductor down
+        else:
+            self._stand_down(why)
+
+    def _stand_down(self, why: str) -> None:
+        log.error("partition %d: conductor stopped writing: %s", self.partition, why)
         self.cell = None
         self.metrics.lease_owned.set(0)
 
     def release(self) -> None:
-        try:
-            self._release(keys=[self.keys.conductor_lease], args=[self.token])
-        except RedisError as exc:
-            log.warning("partition %d: lease release failed (standby waits for the TTL): %s", self.partition, exc)
-        self._lease_until = 0.0
+        self.lease.release()
         self.cell = None
         self.metrics.lease_owned.set(0)
         log.info("partition %d: conductor lease released", self.partition)

@@ -41,10 +41,10 @@ from typing import Any, Protocol
 
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
-from sessionstore.connection import RedisClient, text
-from sessionstore.scripts import RELEASE_LOCK, RENEW_LOCK  # a lease is a lock: same scripts
+from sessionstore.connection import RedisClient
+from sessionstore.lease import Lease
 
-from .config import LEASE_RENEW_S, LEASE_TTL_MS, Durability
+from .config import LEASE_TTL_MS, Durability
 from .contracts import ContractError, Event, parse_event
 from .keys import PartitionKeys, publisher_fence
 from .metrics import OutboxMetrics
@@ -195,7 +195,7 @@ def backoff_seconds(attempt: int, rng: random.Random | None = None) -> float:
 class OutboxWorker:
     def __init__(self, client: RedisClient, control: RedisClient, partition: int, publisher: Publisher, *,
                  metrics: OutboxMetrics | None = None, consumer: str | None = None,
-                 lease_ttl_ms: int = LEASE_TTL_MS, lease_renew_s: float = LEASE_RENEW_S,
+                 lease_ttl_ms: int = LEASE_TTL_MS, lease_renew_s: float | None = None,
                  claim_idle_ms: int = CLAIM_IDLE_MS, read_count: int = READ_COUNT,
                  durability: Durability | None = None) -> None:
         self.client = client  # data connection: stream reads, acks, dead letters
@@ -205,14 +205,12 @@ class OutboxWorker:
         self.publisher = publisher
         self.metrics = metrics or OutboxMetrics(partition)
         self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        self.lease_ttl_ms = lease_ttl_ms
-        self.lease_renew_s = lease_renew_s
         self.claim_idle_ms = claim_idle_ms
         self.read_count = read_count
-        self._lease_until = 0.0
-        self._renewer: threading.Timer | None = None
-        self._renew = control.register_script(RENEW_LOCK)
-        self._release = control.register_script(RELEASE_LOCK)
+        # Renewed on a daemon thread: a publish can take longer than the renewal interval.
+        self.lease = Lease(control, self.keys.outbox_lease, self.consumer, ttl_ms=lease_ttl_ms,
+                           renew_s=lease_renew_s or lease_ttl_ms / 3000, name=f"partition {partition} outbox",
+                           on_lost=self._stand_down)
         self.retry_at = 0.0  # monotonic time before which a failed batch is not retried
         self._attempt = 0
         self._next_claim = 0.0  # XAUTOCLAIM at most once a second: idle entries age in tens of seconds
@@ -225,65 +223,30 @@ class OutboxWorker:
 
     @property
     def has_lease(self) -> bool:
-        return time.monotonic() < self._lease_until
+        return self.lease.held
 
     def try_lease(self) -> bool:
-        sent = time.monotonic()
-        if not self.control.set(self.keys.outbox_lease, self.consumer, nx=True, px=self.lease_ttl_ms):
+        if not self.lease.try_take():
             self.metrics.lease_owned.set(0)
             return False
-        self._lease_until = sent + self.lease_ttl_ms / 1000
         self.metrics.lease_owned.set(1)
         log.info("partition %d: outbox lease taken by %s", self.partition, self.consumer)
         self._claim_all = self._own_pending = True
         self.publisher.begin_term(self.partition, self._still_holder)
-        self._schedule_renewal()
+        self.lease.start_renewing(f"outbox-lease p{self.partition}")
         return True
 
     def _still_holder(self) -> bool:
-        holder = self.control.get(self.keys.outbox_lease)
-        return holder is not None and text(holder) == self.consumer
+        return self.lease.holder() == self.consumer
 
     def _stand_down(self, why: str) -> None:
         log.error("partition %d: outbox stands down: %s", self.partition, why)
-        if self._renewer is not None:
-            self._renewer.cancel()
-        self._lease_until = 0.0
+        self.lease.lose(why)  # (a no-op when the lease itself found it lost)
         self._own_pending = True
         self.metrics.lease_owned.set(0)
 
-    def _schedule_renewal(self) -> None:
-        self._renewer = threading.Timer(self.lease_renew_s, self._renew_lease)
-        self._renewer.daemon = True
-        self._renewer.start()
-
-    def _renew_lease(self) -> None:
-        if not self._lease_until:
-            return
-        sent = time.monotonic()
-        try:
-            ok = int(self._renew(keys=[self.keys.outbox_lease], args=[self.consumer, self.lease_ttl_ms]))
-        except RedisError as exc:
-            log.warning("partition %d: outbox lease renewal failed: %s", self.partition, exc)
-            ok = -1
-        if ok == 1:
-            self._lease_until = sent + self.lease_ttl_ms / 1000
-        elif ok == 0:
-            log.error("partition %d: outbox lease taken by another worker; standing by", self.partition)
-            self._lease_until = 0.0
-            self.metrics.lease_owned.set(0)
-            return
-        self._schedule_renewal()
-
     def release(self) -> None:
-        if self._renewer is not None:
-            self._renewer.cancel()
-        if self._lease_until:
-            try:
-                self._release(keys=[self.keys.outbox_lease], args=[self.consumer])
-            except RedisError:
-                pass
-        self._lease_until = 0.0
+        self.lease.release()
         self.metrics.lease_owned.set(0)
 
     # --- the loop ---------------------------------------------------------------------

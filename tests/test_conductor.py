@@ -151,7 +151,8 @@ def test_a_second_conductor_stays_idle_and_a_stalled_one_is_fenced(valkey: Valke
     time.sleep(0.45)
     assert b.try_lease()
     submit_all(client, p0_flow(3, 20))
-    a._lease_until = time.monotonic() + 10  # a still believes it holds the lease
+    a.lease._valid_until = a.lease._renewed_at = time.monotonic()  # a still believes it holds the lease...
+    a.lease._valid_until += 10  # ...and that no renewal is due
     with pytest.raises(LeaseLost):
         a.step(block_ms=10)
     assert not a.has_lease

@@ -66,7 +66,7 @@ def test_takeover_after_ttl_expiry_fences_the_stalled_former_holder(valkey: Valk
     old_store.stamp_owner(session)
     old_store.commit_outbound(session, record(1))
 
-    old._stop.set()  # the former holder stalls: no renewals (a GC pause, a frozen VM)
+    old.lease.stop_renewing()  # the former holder stalls: no renewals (a GC pause, a frozen VM)
     time.sleep(0.7)
     new = DispatcherLock(client, gw, ttl=5, renewal=1)
     assert new.try_acquire(), "standby takes over once the TTL has run out"

@@ -31,12 +31,11 @@ WORKERS: list[OutboxWorker] = []
 
 @pytest.fixture(autouse=True)
 def release_workers():  # type: ignore[no-untyped-def]
-    """Stop every worker's lease renewal timer with its test (its server is gone after it)."""
+    """Stop every worker's lease renewal with its test (its server is gone after it)."""
     yield
     while WORKERS:
         w = WORKERS.pop()
-        if w._renewer is not None:
-            w._renewer.cancel()
+        w.lease.stop_renewing()
 
 
 def worker(cell, target, **kw) -> OutboxWorker:  # type: ignore[no-untyped-def]
@@ -175,12 +174,12 @@ def test_a_stalled_former_holder_cannot_publish_after_its_successor_has(valkey: 
         assert old.step(block_ms=10) == 10  # old publishes under its epoch
         add_events(cell, 5, start=10)
         stalled = old.client.xreadgroup(GROUP, "old", {KEYS.events: ">"}, count=5)[0][1]
-        old._renewer.cancel()  # SIGSTOP: no renewals, the batch in hand unpublished
+        old.lease.stop_renewing()  # SIGSTOP: no renewals, the batch in hand unpublished
         time.sleep(0.4)
         new = worker(cell, target, consumer="new", lease_ttl_ms=300)
         add_events(cell, 5, start=15)
         assert drain(new) == 10, "the stalled batch and the new events, in order"
-        old._lease_until = time.monotonic() + 10  # it still believes it holds the lease
+        old.lease._valid_until = time.monotonic() + 10  # it still believes it holds the lease
         assert old._deliver(stalled) == 0, "refused at the stream: a newer epoch publishes here"
         assert not old.has_lease, "and it stands down"
         assert inbox_ids(target) == [f"cmd{i}:0" for i in range(20)] == inbox_ids(target, DC)
