@@ -45,6 +45,19 @@ class SessionConfig(BaseModel):
     reset_on_disconnect: bool = False
     validate_fields_have_values: bool = True
     accounts: list[str] = Field(default_factory=list)  # drop copy: only these accounts (empty = all)
+    # Order entry only. Application messages per second (a token bucket, bursts of one
+    # second's worth); over it, a BusinessMessageReject and nothing else. None = no limit.
+    max_messages_per_second: float | None = Field(None, gt=0)
+    # Order entry only: when the session logs out or its connection drops, every open order
+    # of the session is canceled through its cell (reports reach it at its next logon).
+    cancel_on_disconnect: bool = False
+
+    @model_validator(mode="after")
+    def _order_entry_only(self) -> SessionConfig:
+        if self.kind == "dc" and (self.max_messages_per_second is not None or self.cancel_on_disconnect):
+            raise ValueError(f"session {self.name}: max_messages_per_second and cancel_on_disconnect are for "
+                             "order-entry sessions (kind = fsg)")
+        return self
 
     def with_defaults(self, sender: str) -> SessionConfig:
         return self.model_copy(update={"sender_comp_id": self.sender_comp_id or sender,

@@ -35,6 +35,8 @@ class GatewayMetrics:
         self.group_commit_misses = Counter("fixgw_group_commit_misses", "Deliveries committed ahead that went out "
                                            "under another number or other bytes (stored again, one by one)",
                                            ["session"], registry=r)
+        self.canceled_on_disconnect = Counter("fixgw_canceled_on_disconnect", "Cancels sent for open orders when "
+                                              "their session logged out or dropped", ["session"], registry=r)
         self._sent: dict[tuple[str, str], Any] = {}  # label children, looked up per message: cached
         self._sender_seq: dict[str, Any] = {}
         self._received: dict[tuple[str, str], Any] = {}

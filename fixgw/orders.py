@@ -30,7 +30,7 @@ import quickfix as fix
 from redis.exceptions import RedisError
 
 from matching.conductor import command_entry, recorded_partition_count, submit
-from matching.contracts import Command, encode_command, parse_command
+from matching.contracts import CancelOrder, Command, encode_command, parse_command, partition_of
 from matching.instruments import InstrumentTable
 from sessionstore import SessionKey, SessionStore, StoreError, connect
 from sessionstore.connection import RedisClient, is_cluster
@@ -39,9 +39,10 @@ from sessionstore.store import claimed
 
 from . import translation as tr
 from .config import SessionConfig
-from .dispatcher import Dispatcher
+from .dispatcher import CLOSED_STATUSES, Dispatcher
 from .fixmsg import build, business_reject, message_fields, session_reject
 from .inputs import text_problem
+from .throttle import TokenBucket
 
 log = logging.getLogger("fixgw.orders")
 
@@ -154,6 +155,7 @@ class OrderEntryBehaviour:
     def __init__(self) -> None:
         self.gateway: Any = None
         self.dispatcher: Dispatcher | None = None
+        self._buckets: dict[str, TokenBucket] = {}  # per session; only its QuickFIX thread takes from it
 
     # --- lifecycle (called by Gateway) ------------------------------------------------
 
@@ -195,7 +197,37 @@ class OrderEntryBehaviour:
         return None
 
     def on_logout(self, sid: fix.SessionID, session: SessionConfig) -> None:
-        return None
+        if session.cancel_on_disconnect:
+            # Off QuickFIX's thread: reading the session's orders is a round trip.
+            threading.Thread(target=self.cancel_open_orders, args=(session,), name=f"cancel-on-disconnect {session.name}",
+                             daemon=True).start()
+
+    def cancel_open_orders(self, cfg: SessionConfig) -> int:
+        """Cancel-on-disconnect: a CancelOrder through the cell for every order of the session
+        that its last report left open; the cancels' reports reach the session as usual (stored,
+        sent at its next logon). Orders not yet acknowledged by their cell (no view yet) are not
+        seen here. Returns how many cancels were published (or held)."""
+        key = cfg.key(self.namespace)
+        store = self.gateway.stores[cfg.kind]
+        stamp = incarnation()
+        sent = 0
+        try:
+            views = store.all_order_views(key)
+            for order_id, raw in views.items():
+                view = tr.OrderView.from_dict(json.loads(raw))
+                inst = self.table.by_symbol.get(view.symbol)
+                if view.status in CLOSED_STATUSES or inst is None:
+                    continue
+                pair = inst.pair_id
+                cancel = CancelOrder(tr.command_id(str(key), f"cancel-on-disconnect:{order_id}", stamp), pair,
+                                     partition_of(pair, self.router.partition_count), order_id, str(key))
+                self.held.publish(cancel)
+                sent += 1
+        except (StoreError, RedisError) as exc:
+            log.error("%s: cancel-on-disconnect failed after %d cancels: %s", key, sent, exc)
+        self.gateway.metrics.canceled_on_disconnect.labels(str(key)).inc(sent)
+        log.info("%s: cancel-on-disconnect: %d open orders canceled", key, sent)
+        return sent
 
     # --- inbound: on QuickFIX's thread ------------------------------------------------------
 
@@ -214,6 +246,11 @@ class OrderEntryBehaviour:
             self.gateway.metrics.refused_requests.labels(str(key), "invalid-text").inc()
             fix.Session.sendToTarget(session_reject(seq, msg_type, tag, INCORRECT_DATA_FORMAT, text), sid)
             return
+        if not self._within_throttle(cfg, key):
+            self.gateway.metrics.refused_requests.labels(str(key), "throttled").inc()
+            fix.Session.sendToTarget(business_reject(seq, msg_type, f"throttled: over {cfg.max_messages_per_second:g} "
+                                                     "application messages per second", f.get(11, "")), sid)
+            return
         request = OrderRequest(self, self.gateway.stores[cfg.kind], sid, cfg, key, f, msg_type, seq, possdup)
         if msg_type == "D":
             self._new_order(request)  # translated here (pure): a refusal is answered without waiting
@@ -222,6 +259,14 @@ class OrderEntryBehaviour:
         else:  # the original order is looked up on the intake thread, after every earlier request
             request.lookup = {"F": self._cancel_like, "G": self._cancel_like, "H": self._status}[msg_type]
         self.gateway.application.intake.submit(request)
+
+    def _within_throttle(self, cfg: SessionConfig, key: SessionKey) -> bool:
+        if cfg.max_messages_per_second is None:
+            return True
+        bucket = self._buckets.get(cfg.name)
+        if bucket is None:
+            bucket = self._buckets[cfg.name] = TokenBucket(cfg.max_messages_per_second)
+        return bucket.take(time.monotonic())
 
     # --- inbound: on the intake thread (``OrderRequest.prepare``) -----------------------
 

@@ -330,6 +330,12 @@ class SessionStore:
             raw = self.client.hmget(session.orders, order_ids)
         return [text_or_none(r) for r in raw]
 
+    def all_order_views(self, session: SessionKey) -> dict[str, str]:
+        """Every order view of the session (order id → view JSON)."""
+        with _translated():
+            raw = hash_of_bytes(self.client.hgetall(session.orders))
+        return {k.decode(): v.decode() for k, v in raw.items()}
+
     def delivered_many(self, session: SessionKey, inbox_ids: list[str]) -> set[str]:
         """Which of ``inbox_ids`` the session's inbox already holds."""
         if not inbox_ids:

@@ -1,0 +1,76 @@
+"""Per-session controls over TCP (issue 12): throttles and cancel-on-disconnect."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from sessionstore.embedded import standalone
+from tests.gateway_helpers import http_text
+from tests.system_helpers import System, reports, wait_reports
+
+SESSIONS = """
+[[gateway.session]]
+name = "CLIENT1"
+cancel_on_disconnect = true
+
+[[gateway.session]]
+name = "CLIENT2"
+max_messages_per_second = 5
+
+[[gateway.session]]
+name = "DROPCOPY"
+kind = "dc"
+"""
+
+
+@pytest.fixture(scope="module")
+def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
+    with standalone() as server:
+        s = System(tmp_path_factory.mktemp("controls"), server, [server, server], sessions=SESSIONS).start()
+        try:
+            yield s
+        finally:
+            s.stop()
+
+
+def test_orders_over_the_throttle_get_a_reject_and_never_reach_a_cell(system: System) -> None:
+    c2 = system.client("CLIENT2")
+    for i in range(12):  # at once: the bucket holds one second's worth (5)
+        c2.order(f"thr-{i}", "1", "1", "5.00", symbol="T9")
+    assert c2.wait(lambda: len(reports(c2)) >= 12, 20)
+    time.sleep(0.5)
+    got = reports(c2)
+    throttled = [r for r in got if r[35] == "j"]
+    accepted = [r for r in got if r[35] == "8" and r[39] == "0"]
+    assert 5 <= len(accepted) <= 6 and len(throttled) == 12 - len(accepted), [(r[35], r.get(58)) for r in got]
+    assert all(r[372] == "D" and r[58].startswith("throttled: over 5") for r in throttled)
+    assert {r[379] for r in throttled} <= {f"thr-{i}" for i in range(12)}, "the reject names the ClOrdID"
+    assert 'reason="throttled"' in http_text(system.gateway.http_port, "/metrics")
+    time.sleep(1.1)  # the bucket refills: the session carries on
+    c2.order("thr-after", "1", "1", "5.00", symbol="T9")
+    assert wait_reports(c2, "thr-after", 1)[0][39] == "0"
+    c2.close()
+
+
+def test_a_disconnect_cancels_the_sessions_open_orders_through_the_cell(system: System) -> None:
+    c1 = system.client("CLIENT1")
+    c1.order("cod-1", "1", "2", "6.00", symbol="T10")
+    c1.order("cod-2", "2", "3", "900.00", symbol="T10")
+    c1.order("cod-3", "1", "1", "7.00", symbol="T10")
+    for clordid in ("cod-1", "cod-2", "cod-3"):
+        assert wait_reports(c1, clordid, 1)[0][39] == "0"
+    c1.cancel("cod-3c", "cod-3", "1", symbol="T10")
+    assert wait_reports(c1, "cod-3c", 1)[0][39] == "4"
+    c1.close()  # logs out: cancel-on-disconnect
+    again = system.client("CLIENT1")  # the cancels' reports arrive after the next logon
+    for clordid in ("cod-1", "cod-2"):
+        canceled = [r for r in wait_reports(again, clordid, 1, timeout=20) if r[39] == "4"]
+        assert canceled and canceled[0][150] == "4", f"{clordid} canceled"
+    time.sleep(0.5)
+    assert not [r for r in reports(again, "cod-3") if r[39] == "4" and r.get(11) == "cod-3"], \
+        "an order already closed is not canceled again"
+    assert "fixgw_canceled_on_disconnect_total" in http_text(system.gateway.http_port, "/metrics")
+    again.close()
