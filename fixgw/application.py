@@ -39,8 +39,9 @@ from sessionstore import NotReplicated, OrderIndex, OutboundRecord, SequenceReus
 from sessionstore.store import NO_INDEX
 
 from .config import SessionConfig
+from .credentials import credentials_problem
 from .fixmsg import business_reject, filled, wire_bytes
-from .inputs import MAX_SEQ_NUM, logon_problem
+from .inputs import MAX_SEQ_NUM, logon_problem, split_fields
 from .intake import Intake
 from .metrics import GatewayMetrics
 
@@ -160,6 +161,7 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         self._sent_marks: dict[SessionKey, list[int]] = {}
         self._delivery_failed: set[str] = set()
         self._silent_since: dict[str, float] = {}  # sessions held by a connection not logged on
+        self._logon_failures: dict[str, int] = {}  # refused credentials per session, for the delay
 
     # --- lookups ----------------------------------------------------------------------
 
@@ -322,13 +324,30 @@ class GatewayApplication(fix.Application):  # a SWIG director base
     def fromAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
         with self.watch.running("fromAdmin", self._name(sid)):
             if message.getHeader().getField(MSG_TYPE) == "A":
-                problem = logon_problem(message.toString())
+                raw = message.toString()
+                problem = logon_problem(raw) or self._credentials_problem(sid, raw)
                 if problem is not None:
                     log.warning("%s: Logon refused: %s", self._name(sid), problem)
                     self.metrics.refused_logons.labels(self._name(sid)).inc()
                     self._refused_logon_cleanup(sid)
                     raise fix.RejectLogon(f"Logon refused: {problem}")  # → Logout with this text
             self._record_inbound_safely(message, sid, sid.toString())
+
+    def _credentials_problem(self, sid: fix.SessionID, raw: str) -> str | None:
+        """Logon authentication (``SessionConfig.password_hash``). After a refusal the next
+        Logon of the session is answered later and later (0.25 s doubling, at most 5 s): the
+        Logout is what a guesser waits for. The password is never logged."""
+        cfg, _ = self._keys[sid.toString()]
+        if cfg.password_hash is None:
+            return None
+        problem = credentials_problem(dict(split_fields(raw)), cfg.username, cfg.password_hash)
+        failures = self._logon_failures.get(cfg.name, 0)
+        if problem is None:
+            self._logon_failures.pop(cfg.name, None)
+            return None
+        self._logon_failures[cfg.name] = failures + 1
+        time.sleep(min(0.25 * 2 ** failures, 5.0))
+        return problem
 
     def fromApp(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
         text = sid.toString()

@@ -101,6 +101,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run(args.host, args.port, args.target, args.drop_copy or None)
 
 
+def cmd_passwd(args: argparse.Namespace) -> int:
+    """Print the password_hash of a password read from the terminal (or one line of stdin)."""
+    import getpass
+
+    from .credentials import hash_password
+
+    password = getpass.getpass("password: ") if sys.stdin.isatty() else sys.stdin.readline().rstrip("\n")
+    if not password:
+        print("fixgw passwd: an empty password is refused", file=sys.stderr)
+        return 2
+    print(hash_password(password))
+    return 0
+
+
 def behaviour_for(mode: str) -> Any:
     if mode == "at":
         from .at import AcceptanceBehaviour
@@ -133,6 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--target", default="FIXGW", help="the gateway's CompID")
     demo.add_argument("--drop-copy", default="DROPCOPY", help="drop-copy session to watch ('' for none)")
     demo.set_defaults(func=cmd_demo)
+    passwd = sub.add_parser("passwd", help="print a session's password_hash (reads the password; the file holds hashes only)")
+    passwd.set_defaults(func=cmd_passwd)
     return parser
 
 

@@ -23,6 +23,8 @@ from sessionstore.settings import (
     read_toml,
 )
 
+from .credentials import check_hash_format
+
 ROOT = Path(__file__).resolve().parent.parent
 DICTIONARIES = ROOT / "config" / "dictionaries"
 BEGIN_STRINGS = ("FIX.4.2", "FIX.4.4", "FIXT.1.1")
@@ -51,6 +53,22 @@ class SessionConfig(BaseModel):
     # Order entry only: when the session logs out or its connection drops, every open order
     # of the session is canceled through its cell (reports reach it at its next logon).
     cancel_on_disconnect: bool = False
+    # Logon authentication: a Logon must carry Username(553) = username (when set) and a
+    # Password(554) matching this scrypt hash (`fixgw passwd` prints one). None = no check.
+    username: str | None = None
+    password_hash: str | None = None
+
+    @model_validator(mode="after")
+    def _credentials(self) -> SessionConfig:
+        if self.password_hash is None:
+            if self.username is not None:
+                raise ValueError(f"session {self.name}: username needs a password_hash")
+            return self
+        if self.begin_string == "FIX.4.2":
+            raise ValueError(f"session {self.name}: a FIX.4.2 Logon has no Username (553) / Password (554): "
+                             "leave password_hash unset for it")
+        check_hash_format(self.password_hash)
+        return self
 
     @model_validator(mode="after")
     def _order_entry_only(self) -> SessionConfig:
