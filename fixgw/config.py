@@ -53,6 +53,9 @@ class SessionConfig(BaseModel):
     # Order entry only: when the session logs out or its connection drops, every open order
     # of the session is canceled through its cell (reports reach it at its next logon).
     cancel_on_disconnect: bool = False
+    # ...also when this gateway takes over (after a crash) and the client has not logged on
+    # within this long: its connection died with the previous gateway.
+    cancel_on_disconnect_grace: Duration = "30s"  # type: ignore[assignment]
     # Logon authentication: a Logon must carry Username(553) = username (when set) and a
     # Password(554) matching this scrypt hash (`fixgw passwd` prints one). None = no check.
     username: str | None = None

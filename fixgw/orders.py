@@ -178,6 +178,11 @@ class OrderEntryBehaviour:
         colocated = frozenset(p for p, c in clients.items() if c is gateway.client and not is_cluster(c))
         self.router = CommandRouter(clients, link.partition_count, colocated)
         self.held = HeldCommands(self.router)
+        for cfg in gateway.settings.session:
+            if cfg.cancel_on_disconnect:  # a client whose connection died with the previous gateway
+                timer = threading.Timer(cfg.cancel_on_disconnect_grace, self._cancel_if_still_away, args=(cfg,))
+                timer.daemon = True
+                timer.start()
         self.dispatcher = Dispatcher(self, gateway)
         self.dispatcher.start()
 
@@ -202,6 +207,13 @@ class OrderEntryBehaviour:
             threading.Thread(target=self.cancel_open_orders, args=(session,), name=f"cancel-on-disconnect {session.name}",
                              daemon=True).start()
 
+    def _cancel_if_still_away(self, cfg: SessionConfig) -> None:
+        session = fix.Session.lookupSession(fix.SessionID(cfg.begin_string, cfg.sender_comp_id, cfg.target_comp_id))
+        if session is None or not session.isLoggedOn():
+            log.info("%s: not logged on %.0fs after this gateway started: cancel-on-disconnect",
+                     cfg.key(self.namespace), cfg.cancel_on_disconnect_grace)
+            self.cancel_open_orders(cfg)
+
     def cancel_open_orders(self, cfg: SessionConfig) -> int:
         """Cancel-on-disconnect: a CancelOrder through the cell for every order of the session
         that its last report left open; the cancels' reports reach the session as usual (stored,
@@ -220,7 +232,8 @@ class OrderEntryBehaviour:
                     continue
                 pair = inst.pair_id
                 cancel = CancelOrder(tr.command_id(str(key), f"cancel-on-disconnect:{order_id}", stamp), pair,
-                                     partition_of(pair, self.router.partition_count), order_id, str(key))
+                                     partition_of(pair, self.router.partition_count), order_id, str(key),
+                                     reason="cancel-on-disconnect")
                 self.held.publish(cancel)
                 sent += 1
         except (StoreError, RedisError) as exc:

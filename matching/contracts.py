@@ -120,6 +120,7 @@ class CancelOrder:
     order_id: str
     owner: str = ""
     client_order_id: str = ""  # the cancel request's own id, echoed in events
+    reason: str = ""  # why, when not the owner's request: "cancel-on-disconnect" ('' = requested)
     kind: str = field(default="cancel", init=False)
 
 
@@ -137,6 +138,7 @@ class ReplaceOrder:
 
 
 Command = PlaceOrder | CancelOrder | ReplaceOrder
+CANCEL_REASONS = frozenset({"", "cancel-on-disconnect"})
 
 
 def encode_command(cmd: Command) -> str:
@@ -228,8 +230,11 @@ def parse_command(raw: str | bytes, partition_count: int = MATCHING_PARTITION_CO
             )
             return PlaceOrder(command_id, pair_id, partition, order)
         if kind == "cancel":
+            reason = _text(data, "reason")
+            if reason not in CANCEL_REASONS:
+                raise ContractError(f"cancel reason must be one of {sorted(CANCEL_REASONS)}, got {reason!r}")
             return CancelOrder(command_id, pair_id, partition, _req(data, "order_id", str),
-                               _text(data, "owner"), _text(data, "client_order_id"))
+                               _text(data, "owner"), _text(data, "client_order_id"), reason)
         if kind == "replace":
             return ReplaceOrder(command_id, pair_id, partition, _req(data, "order_id", str),
                                 _req(data, "quantity", int), _opt_int(data, "price"),

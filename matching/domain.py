@@ -61,6 +61,7 @@ class Reason(StrEnum):
     IOC_UNFILLED = "ioc-unfilled"
     FOK_UNFILLABLE = "fok-unfillable"
     SELF_TRADE = "self-trade-prevented"
+    CANCEL_ON_DISCONNECT = "cancel-on-disconnect"  # the gateway canceled it: its session went away
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,8 +363,8 @@ class Cell:
             return out
         self.book(c.pair_id).remove(order.order_id)
         out.record(order, None)
-        out.emit(EventType.ORDER_CANCELED, {**order.cum(), "reason": str(Reason.REQUESTED),
-                                            "cancelClientOrderId": c.client_order_id})
+        why = Reason.CANCEL_ON_DISCONNECT if c.reason == "cancel-on-disconnect" else Reason.REQUESTED
+        out.emit(EventType.ORDER_CANCELED, {**order.cum(), "reason": str(why), "cancelClientOrderId": c.client_order_id})
         return out
 
     def replace_order(self, r: ReplaceOrder) -> Outcome:

@@ -48,6 +48,7 @@ def test_a_logon_needs_the_sessions_username_and_password(tmp_path: Path, valkey
         # sent is stored (never reused for other content), as for every refused Logon.
         stored = client.hgetall(CLIENT1.chunk_of(1))
         assert len(stored) == 3 and all(b"\x0135=5\x01" in record for record in stored.values())
+        assert not [k for k in client.scan_iter() if b"s3cret" in (client.dump(k) or b"")], "no credential stored"
         state = client.hgetall(CLIENT1.state)
         assert state.get(b"targetSeqNum", b"\x01\x00\x00\x00") == b"\x01\x00\x00\x00", "sequence numbers untouched"
         answer, _ = logon(port, "\x01553=alice\x01554=s3cret-pass")

@@ -15,6 +15,7 @@ SESSIONS = """
 [[gateway.session]]
 name = "CLIENT1"
 cancel_on_disconnect = true
+cancel_on_disconnect_grace = "2s"
 
 [[gateway.session]]
 name = "CLIENT2"
@@ -36,6 +37,11 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
             s.stop()
 
 
+@pytest.fixture(scope="module")
+def dc(system: System):  # type: ignore[no-untyped-def]
+    return system.client("DROPCOPY")
+
+
 def test_orders_over_the_throttle_get_a_reject_and_never_reach_a_cell(system: System) -> None:
     c2 = system.client("CLIENT2")
     for i in range(12):  # at once: the bucket holds one second's worth (5)
@@ -55,7 +61,7 @@ def test_orders_over_the_throttle_get_a_reject_and_never_reach_a_cell(system: Sy
     c2.close()
 
 
-def test_a_disconnect_cancels_the_sessions_open_orders_through_the_cell(system: System) -> None:
+def test_a_disconnect_cancels_the_sessions_open_orders_through_the_cell(system: System, dc) -> None:  # type: ignore[no-untyped-def]
     c1 = system.client("CLIENT1")
     c1.order("cod-1", "1", "2", "6.00", symbol="T10")
     c1.order("cod-2", "2", "3", "900.00", symbol="T10")
@@ -68,9 +74,21 @@ def test_a_disconnect_cancels_the_sessions_open_orders_through_the_cell(system: 
     again = system.client("CLIENT1")  # the cancels' reports arrive after the next logon
     for clordid in ("cod-1", "cod-2"):
         canceled = [r for r in wait_reports(again, clordid, 1, timeout=20) if r[39] == "4"]
-        assert canceled and canceled[0][150] == "4", f"{clordid} canceled"
+        assert canceled and canceled[0][150] == "4" and canceled[0][58] == "cancel-on-disconnect", canceled
+        assert dc.wait(lambda: any(r.get(39) == "4" for r in reports(dc, clordid)), 10), "the drop copy sees it"
     time.sleep(0.5)
     assert not [r for r in reports(again, "cod-3") if r[39] == "4" and r.get(11) == "cod-3"], \
         "an order already closed is not canceled again"
     assert "fixgw_canceled_on_disconnect_total" in http_text(system.gateway.http_port, "/metrics")
     again.close()
+
+
+def test_a_client_gone_with_a_crashed_gateway_has_its_orders_canceled_after_the_grace(system: System, dc) -> None:  # type: ignore[no-untyped-def]
+    c1 = system.client("CLIENT1")
+    c1.order("codk-1", "1", "2", "6.00", symbol="T11")
+    assert wait_reports(c1, "codk-1", 1)[0][39] == "0"
+    system.gateway.kill()  # no logout: the connection dies with the gateway
+    c1.close()  # and the client does not come back
+    system.gateway.start().wait_active(60)
+    assert dc.wait(lambda: any(r.get(39) == "4" and r.get(58) == "cancel-on-disconnect"
+                               for r in reports(dc, "codk-1")), 30), "canceled once the grace ran out"
