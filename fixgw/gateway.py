@@ -21,6 +21,7 @@ import quickfix as fix
 
 from matching.http import CellHttp
 from sessionstore import DispatcherLock, GatewayKey, SessionKey, SessionStore, connect
+from sessionstore.connection import check_credentials
 from sessionstore.settings import SessionStoreSettings
 
 from .application import Behaviour, GatewayApplication, die
@@ -41,6 +42,7 @@ class Gateway:
         self.behaviour = behaviour
         self.metrics = GatewayMetrics()
         self.client = connect(store_settings, client_name="fixgw-gateway")
+        check_credentials(self.client, store_settings, "[session_store]")
         self.namespace = store_settings.namespace
         self.on_lost = on_lost or (lambda reason: die(f"dispatcher lock lost: {reason}", 3))
         self.locks = {

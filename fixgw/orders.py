@@ -33,7 +33,7 @@ from matching.conductor import command_entry, recorded_partition_count, submit
 from matching.contracts import CancelOrder, Command, encode_command, parse_command, partition_of
 from matching.instruments import InstrumentTable
 from sessionstore import SessionKey, SessionStore, StoreError, connect
-from sessionstore.connection import RedisClient, is_cluster
+from sessionstore.connection import RedisClient, check_credentials, is_cluster
 from sessionstore.settings import ConfigError
 from sessionstore.store import claimed
 
@@ -168,7 +168,11 @@ class OrderEntryBehaviour:
         clients: dict[int, RedisClient] = {}
         for p in range(link.partition_count):
             endpoint = link.endpoint(p, gateway.store_settings)
-            clients[p] = gateway.client if endpoint is gateway.store_settings else connect(endpoint)
+            if endpoint is gateway.store_settings:
+                clients[p] = gateway.client
+            else:
+                clients[p] = connect(endpoint)
+                check_credentials(clients[p], endpoint, f"[[matching.partition]] index = {p}")
         for p, client in clients.items():
             recorded = recorded_partition_count(client, p)
             if recorded is not None and recorded != link.partition_count:

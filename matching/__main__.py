@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-from sessionstore.connection import connect
+from sessionstore.connection import check_credentials, connect
 from sessionstore.keys import GatewayKey
 from sessionstore.settings import ConfigError
 
@@ -71,6 +71,7 @@ def build_conductor(settings: CellSettings) -> Conductor:
 
 def run_conductor(settings: CellSettings) -> int:
     conductor = build_conductor(settings)
+    check_credentials(conductor.client, settings.endpoint(), "matching (REDIS_USERNAME, REDIS_PASSWORD_ENV)")
     conductor.boot()
     control = connect(settings.endpoint(), client_name=f"conductor-p{conductor.partition}-http")
     http = CellHttp(settings.http_port, conductor.metrics.registry, conductor.ready,
@@ -83,6 +84,7 @@ def run_outbox(settings: CellSettings, target_url: str | None, also: list[str]) 
     partition = _partition(settings)
     endpoint = settings.endpoint()
     data = connect(endpoint, client_name=f"outbox-p{partition}-data")
+    check_credentials(data, endpoint, "matching (REDIS_USERNAME, REDIS_PASSWORD_ENV)")
     control = connect(endpoint, client_name=f"outbox-p{partition}-control")
     target = connect(endpoint.model_copy(update={"url": target_url, "nodes": [], "sentinels": [],
                                                  "sentinelGroup": None}) if target_url else endpoint)

@@ -75,6 +75,7 @@ class CellSettings(BaseSettings):
     redis_sentinel_name: str | None = Field(None, validation_alias=_alias("REDIS_SENTINEL_NAME", "redis_sentinel_name"))
     redis_cluster_nodes: str | None = Field(None, validation_alias=_alias("REDIS_CLUSTER_NODES", "redis_cluster_nodes"))
     redis_password_env: str | None = Field(None, validation_alias=_alias("REDIS_PASSWORD_ENV", "redis_password_env"))
+    redis_username: str | None = Field(None, validation_alias=_alias("REDIS_USERNAME", "redis_username"))
 
     @model_validator(mode="after")
     def _check(self) -> CellSettings:
@@ -92,7 +93,8 @@ class CellSettings(BaseSettings):
 
     def endpoint(self) -> RedisEndpoint:
         """The partition's datastore. Several topologies at once is an error, not a guess."""
-        data: dict[str, object] = {"passwordEnv": self.redis_password_env, "socketTimeout":
+        data: dict[str, object] = {"passwordEnv": self.redis_password_env, "username": self.redis_username,
+                                   "socketTimeout":
                                    f"{max(5000, self.durability_timeout_ms + 3000)}ms"}
         if self.redis_url:
             data["url"] = self.redis_url

@@ -82,6 +82,7 @@ def connect(endpoint: RedisEndpoint, *, client_name: str | None = None) -> Redis
         socket_connect_timeout=endpoint.connectionTimeout,
         socket_timeout=endpoint.socketTimeout,
         password=password,
+        username=endpoint.username,
         client_name=client_name,
     )
     if endpoint.topology == "cluster":
@@ -122,21 +123,46 @@ def connect(endpoint: RedisEndpoint, *, client_name: str | None = None) -> Redis
             client.connection_pool.warm(endpoint.pool.minIdle)
         return client
     assert endpoint.url is not None
-    conn_kwargs = redis.ConnectionPool.from_url(endpoint.url).connection_kwargs
-    url_password = conn_kwargs.get("password")
+    parsed = redis.ConnectionPool.from_url(endpoint.url)
+    conn_kwargs = parsed.connection_kwargs
+    url_password, url_username = conn_kwargs.get("password"), conn_kwargs.get("username")
     conn_kwargs.update(common, retry=_retry(endpoint))
     if password is None:
         conn_kwargs["password"] = url_password
+    if endpoint.username is None:
+        conn_kwargs["username"] = url_username
     pool = IdleBoundedPool(
         max_idle=endpoint.pool.maxIdle,
         max_connections=endpoint.pool.maxTotal,
         timeout=endpoint.pool.maxWait,
+        connection_class=parsed.connection_class,  # rediss:// → TLS (the class is not among the kwargs)
         **conn_kwargs,
     )
     if endpoint.pool.minIdle:
         pool.warm(endpoint.pool.minIdle)
     # With a pool given, redis-py takes the retry policy from the pool's connection kwargs.
     return redis.Redis(connection_pool=pool)
+
+
+def check_credentials(client: RedisClient, endpoint: RedisEndpoint, section: str) -> None:
+    """At startup: a server that refuses our credentials stops the process with a clear
+    message naming the settings (ConfigError), never a stack trace. A server that cannot be
+    reached is not judged here: standbys wait for it, and writes fail fast."""
+    try:
+        client.ping()
+    except (redis.AuthenticationError, redis.exceptions.NoPermissionError) as exc:
+        given = [name for name, value in (("username", endpoint.username), ("passwordEnv", endpoint.passwordEnv),
+                                          ("passwordFile", endpoint.passwordFile)) if value]
+        raise ConfigError(f"{section}: the datastore refused our credentials "
+                          f"({', '.join(given) if given else 'none set: username, passwordEnv or passwordFile'}): "
+                          f"{exc}") from None
+    except (RedisConnectionError, RedisTimeoutError):
+        return
+    except redis.ResponseError as exc:  # e.g. NOAUTH from servers that answer it as a plain error
+        if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
+            raise ConfigError(f"{section}: the datastore requires credentials (username, passwordEnv or "
+                              f"passwordFile): {exc}") from None
+        raise
 
 
 def is_cluster(client: RedisClient) -> bool:

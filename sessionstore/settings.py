@@ -80,6 +80,7 @@ class RedisEndpoint(BaseModel):
     nodes: list[str] = Field(default_factory=list)
     sentinels: list[str] = Field(default_factory=list)
     sentinelGroup: str | None = None
+    username: str | None = None  # ACL user (Redis 6+/Valkey); none = the default user
     passwordEnv: str | None = None
     passwordFile: Path | None = None
     connectionTimeout: Duration = "2s"  # type: ignore[assignment]  # parsed like the file's text

@@ -61,7 +61,7 @@ class GatewayProc:
 
     def __init__(self, tmp: Path, redis_url: str, *, name: str = "gw", fix_port: int, mode: str = "at",
                  namespace: str = "t", lock_ttl: str = "1s", renewal: str = "250ms", sessions: str = SESSIONS,
-                 extra: str = "", env: dict[str, str] | None = None) -> None:
+                 extra: str = "", env: dict[str, str] | None = None, store_extra: str = "") -> None:
         self.name = name
         self.fix_port = fix_port
         self.http_port = free_port()
@@ -84,6 +84,7 @@ lockRenewalInterval = "{renewal}"
 socketTimeout = "500ms"
 connectionTimeout = "500ms"
 maxAttempts = 2
+{store_extra}
 """)
         self.log = self.dir / "out.log"
         self.env = env or {}

@@ -124,3 +124,15 @@ def test_cluster_refuses_pool_settings_it_cannot_honour() -> None:
 
     with pytest.raises(ConfigError, match=r"pool.maxWait.*not supported with Redis Cluster"):
         connect(RedisEndpoint(nodes=["127.0.0.1:1"], pool={"maxWait": "1s"}))
+
+
+def test_rediss_urls_connect_over_tls() -> None:
+    """The bundled Valkey is built without TLS (it says "Failed finding TLS support"), so only
+    the client side is checked here: a rediss:// URL makes TLS connections, with its options."""
+    client = connect(RedisEndpoint(url="rediss://127.0.0.1:1/0?ssl_cert_reqs=required", username="alice"))
+    pool = client.connection_pool
+    assert pool.connection_class is redis.SSLConnection
+    conn = pool.make_connection()
+    assert conn.username == "alice" and conn.cert_reqs is not None
+    plain = connect(RedisEndpoint(url="redis://127.0.0.1:1/0")).connection_pool
+    assert plain.connection_class is redis.Connection
