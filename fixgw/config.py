@@ -140,6 +140,36 @@ class MatchingLink(BaseModel):
         return default
 
 
+class TlsSettings(BaseModel):
+    """``[gateway.tls]``: the FIX acceptor speaks TLS only (QuickFIX's SSL acceptor)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    certificate: Path  # PEM, the server's certificate (chain)
+    key: Path  # PEM, its private key
+    client_ca: Path | None = None  # PEM CA bundle: when set, clients must present a certificate it signed (mutual TLS)
+    min_version: Literal["TLSv1.2", "TLSv1.3"] = "TLSv1.2"
+
+    @model_validator(mode="after")
+    def _files(self) -> TlsSettings:
+        for name in ("certificate", "key", "client_ca"):
+            path = getattr(self, name)
+            if path is not None and not Path(path).is_file():
+                raise ValueError(f"tls.{name}: no such file {path}")
+        return self
+
+    def quickfix_lines(self) -> list[str]:
+        # QuickFIX's SSLProtocol takes Apache-style protocol lists.
+        protocols = "-all +TLSv1.3" if self.min_version == "TLSv1.3" else "-all +TLSv1.2 +TLSv1.3"
+        lines = [f"SSLProtocol={protocols}", f"ServerCertificateFile={self.certificate}",
+                 f"ServerCertificateKeyFile={self.key}"]
+        if self.client_ca is not None:
+            lines += [f"CertificationAuthoritiesFile={self.client_ca}", "CertificateVerifyLevel=1"]
+        else:
+            lines.append("CertificateVerifyLevel=0")
+        return lines
+
+
 class GatewaySettings(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
@@ -153,6 +183,7 @@ class GatewaySettings(BaseModel):
     # QuickFIX's message and event log files under state_dir/log (every message in and out, one
     # write and flush each). The outbound messages are in Redis either way: false saves the writes.
     message_log: bool = True
+    tls: TlsSettings | None = None  # [gateway.tls]: TLS only on the FIX port (none: plain TCP)
     check_latency: bool = True
     max_latency: int = Field(120, ge=1)
     # /ready turns 503 when a QuickFIX callback has run longer than this (a stuck session thread)
@@ -188,7 +219,8 @@ class GatewaySettings(BaseModel):
             f"SocketAcceptPort={self.port}", f"FileStorePath={store_path}", "StartTime=00:00:00",
             "EndTime=00:00:00", "UseDataDictionary=Y", "ValidateUserDefinedFields=Y",
             f"CheckLatency={'Y' if self.check_latency else 'N'}", f"MaxLatency={self.max_latency}",
-            "PersistMessages=Y", "SocketReuseAddress=Y", "SocketNodelay=Y", "",
+            "PersistMessages=Y", "SocketReuseAddress=Y", "SocketNodelay=Y",
+            *(self.tls.quickfix_lines() if self.tls is not None else []), "",
         ]
         for s in self.session:
             lines += ["[SESSION]", f"BeginString={s.begin_string}", f"SenderCompID={s.sender_comp_id}",

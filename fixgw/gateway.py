@@ -141,8 +141,8 @@ class Gateway:
             log_dir = state_dir / "log"
             log_dir.mkdir(parents=True, exist_ok=True)
             logs.append(fix.FileLogFactory(str(log_dir)))
-        self.acceptor = fix.ThreadedSocketAcceptor(self.application, fix.FileStoreFactory(qf_settings), qf_settings,
-                                                   *logs)
+        acceptor = fix.ThreadedSSLSocketAcceptor if self.settings.tls is not None else fix.ThreadedSocketAcceptor
+        self.acceptor = acceptor(self.application, fix.FileStoreFactory(qf_settings), qf_settings, *logs)
         start = getattr(self.behaviour, "start", None)
         if start is not None:  # before the first connection: a request must never find it unstarted
             start(self)
