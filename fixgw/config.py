@@ -197,6 +197,9 @@ class GatewaySettings(BaseModel):
         if not self.session:
             raise ValueError("at least one [[gateway.session]] is needed")
         self.session = [s.with_defaults(self.sender_comp_id) for s in self.session]
+        if self.message_log and any(s.password_hash for s in self.session):
+            raise ValueError("message_log = true would write Logon passwords in clear (QuickFIX logs messages as "
+                             "received): set message_log = false where sessions have a password_hash")
         names = [s.name for s in self.session]
         if len(set(names)) != len(names):
             raise ValueError(f"session names repeat: {sorted(n for n in names if names.count(n) > 1)}")
