@@ -8,10 +8,12 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from fixgw.demo import DemoClient
-from sessionstore.embedded import ValkeyProcess, free_port
+from sessionstore.embedded import ValkeyProcess, free_port, standalone
 from tests.gateway_helpers import ROOT, GatewayProc
 
 SYMBOLS = [f"T{i}" for i in range(1, 25)]
@@ -191,3 +193,14 @@ class ReplyDroppingProxy:
     def close(self) -> None:
         self._closed = True
         self.listener.close()
+
+
+@contextmanager
+def system_on_one_server(tmp: Path, aof: bool = False, **options: object) -> Iterator[System]:
+    """A whole system (gateway, both partitions' cells) on one Valkey, stopped afterwards."""
+    with standalone(aof=aof) as server:
+        s = System(tmp, server, [server, server], **options).start()  # type: ignore[arg-type]
+        try:
+            yield s
+        finally:
+            s.stop()

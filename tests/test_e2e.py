@@ -9,17 +9,13 @@ import pytest
 
 from matching.keys import PartitionKeys
 from sessionstore.embedded import standalone
-from tests.system_helpers import System, reports, summary, wait_reports
+from tests.system_helpers import System, reports, summary, system_on_one_server, wait_reports
 
 
 @pytest.fixture(scope="module")
 def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
-    with standalone(aof=True) as server:
-        s = System(tmp_path_factory.mktemp("e2e"), server, [server, server]).start()
-        try:
-            yield s
-        finally:
-            s.stop()
+    with system_on_one_server(tmp_path_factory.mktemp("e2e"), aof=True) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")

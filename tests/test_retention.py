@@ -9,9 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from sessionstore.embedded import standalone
 from tests.gateway_helpers import wait_until
-from tests.system_helpers import System, wait_reports
+from tests.system_helpers import System, system_on_one_server, wait_reports
 
 WINDOWS = """
 idempotency_window = "2s"
@@ -23,12 +22,8 @@ retention_interval = "300ms"
 
 @pytest.fixture(scope="module")
 def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
-    with standalone() as server:
-        s = System(tmp_path_factory.mktemp("retention"), server, [server, server], matching=WINDOWS).start()
-        try:
-            yield s
-        finally:
-            s.stop()
+    with system_on_one_server(tmp_path_factory.mktemp("retention"), matching=WINDOWS) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from sessionstore.embedded import standalone
 from tests.gateway_helpers import http_text
-from tests.system_helpers import System, reports, wait_reports
+from tests.system_helpers import System, reports, system_on_one_server, wait_reports
 
 SESSIONS = """
 [[gateway.session]]
@@ -29,12 +28,8 @@ kind = "dc"
 
 @pytest.fixture(scope="module")
 def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
-    with standalone() as server:
-        s = System(tmp_path_factory.mktemp("controls"), server, [server, server], sessions=SESSIONS).start()
-        try:
-            yield s
-        finally:
-            s.stop()
+    with system_on_one_server(tmp_path_factory.mktemp("controls"), sessions=SESSIONS) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +46,9 @@ def test_orders_over_the_throttle_get_a_reject_and_never_reach_a_cell(system: Sy
     got = reports(c2)
     throttled = [r for r in got if r[35] == "j"]
     accepted = [r for r in got if r[35] == "8" and r[39] == "0"]
-    assert 5 <= len(accepted) <= 6 and len(throttled) == 12 - len(accepted), [(r[35], r.get(58)) for r in got]
+    # A burst of one second's worth passes (5); the rest, sent within milliseconds, is refused
+    # (a token or two may come back meanwhile on a slow machine: not more).
+    assert 5 <= len(accepted) <= 8 and len(throttled) == 12 - len(accepted), [(r[35], r.get(58)) for r in got]
     assert all(r[372] == "D" and r[58].startswith("throttled: over 5") for r in throttled)
     assert {r[379] for r in throttled} <= {f"thr-{i}" for i in range(12)}, "the reject names the ClOrdID"
     assert 'reason="throttled"' in http_text(system.gateway.http_port, "/metrics")
