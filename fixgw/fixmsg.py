@@ -14,8 +14,6 @@ import quickfix as fix
 
 from .inputs import split_fields
 
-HEADER_TAGS = frozenset({8, 9, 35, 34, 49, 56, 52, 43, 97, 122, 115, 128, 116, 129, 144, 145, 50, 57, 142, 143, 10})
-
 
 def wire_bytes(message: fix.Message) -> bytes:
     """The message exactly as QuickFIX holds it (and sends it), byte for byte."""
@@ -26,6 +24,7 @@ def wire_bytes(message: fix.Message) -> bytes:
 # writes 8, 9, 35 first and then in ascending tag order (message_order::header).
 QUICKFIX_HEADER_TAGS = frozenset({8, 9, 35, 49, 56, 115, 128, 90, 91, 34, 50, 142, 57, 143, 116, 144, 129, 145, 43,
                                   97, 52, 122, 212, 213, 347, 369, 627})
+NOT_BODY_TAGS = QUICKFIX_HEADER_TAGS | {10}  # what ``message_fields`` leaves out: the header and the CheckSum
 
 
 def filled(text: str, begin_string: str, sender: str, target: str, seq: int, sending_time: str) -> bytes:
@@ -64,7 +63,7 @@ def message_fields(message: fix.Message) -> dict[int, str]:
     """Body fields as the wire text had them (no float ever touches a price); first wins."""
     out: dict[int, str] = {}
     for tag, value in split_fields(message.toString()):
-        if tag not in HEADER_TAGS and tag not in out:
+        if tag not in NOT_BODY_TAGS and tag not in out:
             out[tag] = value
     return out
 
