@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from matching.conductor import Conductor, submit  # noqa: E402
 from matching.config import Durability  # noqa: E402
-from matching.contracts import Event, EventType  # noqa: E402
+from matching.contracts import DealExecuted, Event, OrderState, OrderType, Side, TimeInForce  # noqa: E402
 from matching.keys import PartitionKeys  # noqa: E402
 from matching.outbox import GROUP, OutboxWorker, RedisStreamsPublisher  # noqa: E402
 from sessionstore.connection import connect  # noqa: E402
@@ -71,10 +71,14 @@ def write_shape_rate(url: str, aof: bool, n: int) -> float:
 
 
 def fill_events(client, n: int) -> None:  # type: ignore[no-untyped-def]
+    """Deals, the largest event (two order states), each between two sessions of one gateway."""
     pipe = client.pipeline(transaction=False)
     for i in range(n):
-        e = Event(f"c{i}:0", EventType.DEAL_EXECUTED, 0, 0, f"c{i}", {"owner": "fix/fsg/C1", "price": 20000,
-                                                                       "quantity": 3})
+        maker = OrderState(f"m{i}", 5, 3, 2, 60000, "fix/fsg/C1", f"M{i}", Side.SELL, "ACC1", 20000,
+                           OrderType.LIMIT, TimeInForce.GTC)
+        taker = OrderState(f"t{i}", 3, 3, 0, 60000, "fix/fsg/C2", f"T{i}", Side.BUY, "ACC2", 20100,
+                           OrderType.LIMIT, TimeInForce.GTC)
+        e = Event(f"c{i}:0", 0, 0, f"c{i}", DealExecuted(20000, 3, maker, taker, Side.BUY))
         pipe.xadd(KEYS.events, {"event": e.encode()})
     pipe.execute()
 

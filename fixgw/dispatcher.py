@@ -20,7 +20,7 @@ from typing import Any
 import quickfix as fix
 from redis.exceptions import RedisError, ResponseError
 
-from matching.contracts import ContractError, Event, EventType, parse_event
+from matching.contracts import ContractError, DealExecuted, Event, EventType, parse_event
 from matching.storage import trim_acknowledged
 from sessionstore import GatewayKey, OrderIndex, StoreError
 from sessionstore.connection import RedisClient
@@ -223,11 +223,11 @@ class Dispatcher(threading.Thread):
 
     def targets(self, kind: str, event: Event) -> list[tuple[SessionConfig, tuple[str, ...]]]:
         p = event.payload
-        parts = {"maker": p["maker"], "taker": p["taker"]} if "maker" in p else {"order": p}
+        parts: dict[str, Any] = {"maker": p.maker, "taker": p.taker} if isinstance(p, DealExecuted) else {"order": p}
         if kind == "fsg":
             by_owner: dict[str, list[str]] = {}
             for role, state in parts.items():
-                by_owner.setdefault(state.get("owner", ""), []).append(role)
+                by_owner.setdefault(state.owner, []).append(role)
             fsg: list[tuple[SessionConfig, tuple[str, ...]]] = []
             for owner, roles in by_owner.items():
                 cfg = self.sessions.get(owner)
@@ -238,7 +238,7 @@ class Dispatcher(threading.Thread):
             return []  # no order came of it: nothing for a drop copy
         dc: list[tuple[SessionConfig, tuple[str, ...]]] = []
         for cfg in self.drop_copies:
-            heard = tuple(r for r, state in parts.items() if not cfg.accounts or state.get("account") in cfg.accounts)
+            heard = tuple(r for r, state in parts.items() if not cfg.accounts or state.account in cfg.accounts)
             if heard:
                 dc.append((cfg, heard))
         return dc
@@ -248,4 +248,6 @@ class Dispatcher(threading.Thread):
 def order_ids(event: Event, roles: tuple[str, ...]) -> list[str]:
     """The orders of ``event`` a session hears about in these roles."""
     p = event.payload
-    return [p[r]["orderId"] for r in roles] if "maker" in p else [p["orderId"]]
+    if isinstance(p, DealExecuted):
+        return [(p.maker if r == "maker" else p.taker).order_id for r in roles]
+    return [p.order_id]

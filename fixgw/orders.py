@@ -30,7 +30,7 @@ import quickfix as fix
 from redis.exceptions import RedisError
 
 from matching.conductor import command_entry, recorded_partition_count, submit
-from matching.contracts import CancelOrder, Command, encode_command, parse_command, partition_of
+from matching.contracts import CancelOrder, Command, command_json, parse_command, partition_of
 from matching.instruments import InstrumentTable
 from sessionstore import SessionKey, SessionStore, StoreError, connect
 from sessionstore.connection import RedisClient, check_credentials, is_cluster
@@ -313,7 +313,7 @@ class OrderEntryBehaviour:
         assert req.view is not None
         order_view = req.view
         record = {"orderId": order_view.order_id, "pairId": req.command.pair_id,
-                  "command": encode_command(req.command), "view": order_view.to_dict()}
+                  "command": command_json(req.command), "view": order_view.to_dict()}
 
         def answer(outcome: str) -> None:
             if outcome == "held":
@@ -355,7 +355,7 @@ class OrderEntryBehaviour:
                                                      str(exc), cfg.begin_string))
             return
         assert view is not None and original is not None
-        record = {"orderId": view.order_id, "pairId": pair, "command": encode_command(req.command),
+        record = {"orderId": view.order_id, "pairId": pair, "command": command_json(req.command),
                   "view": view.to_dict()}
         current = view
 

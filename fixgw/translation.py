@@ -19,9 +19,16 @@ from typing import Any
 
 from matching.contracts import (
     CancelOrder,
+    CancelRejected,
+    CommandRefused,
+    DealExecuted,
     Event,
-    EventType,
+    OrderAccepted,
+    OrderCanceled,
     OrderPayload,
+    OrderRejected,
+    OrderReplaced,
+    OrderState,
     OrderType,
     PlaceOrder,
     ReplaceOrder,
@@ -319,25 +326,21 @@ def _px(table: InstrumentTable, pair_id: int, ticks: int | None) -> str | None:
     return None if ticks is None else _dec(inst.ticks_to_price(ticks))
 
 
-def _filled_view(view: OrderView, table: InstrumentTable, pair_id: int, state: dict[str, Any]) -> OrderView:
+def _filled_view(view: OrderView, table: InstrumentTable, pair_id: int, state: OrderState) -> OrderView:
     inst = table.pair(pair_id)
     assert inst is not None
-    filled, remaining = int(state["filled"]), int(state["remaining"])
-    return replace(view, cum_qty=_qty(table, pair_id, filled), leaves_qty=_qty(table, pair_id, remaining),
-                   avg_px=_dec(avg_px(int(state["filledNotional"]), filled, inst.tick_size)),
-                   quantity=_qty(table, pair_id, int(state["quantity"])))
+    return replace(view, cum_qty=_qty(table, pair_id, state.filled), leaves_qty=_qty(table, pair_id, state.remaining),
+                   avg_px=_dec(avg_px(state.filled_notional, state.filled, inst.tick_size)),
+                   quantity=_qty(table, pair_id, state.quantity))
 
 
-def view_from_event(state: dict[str, Any], table: InstrumentTable, pair_id: int) -> OrderView:
+def view_from_event(state: OrderState, table: InstrumentTable, pair_id: int) -> OrderView:
     """A view built from an event alone (drop copy, or an owner whose view was lost)."""
     inst = table.pair(pair_id)
     assert inst is not None
-    side = FIX_SIDE[Side(state["side"])]
-    price = state.get("price")
-    view = OrderView(state["orderId"], state.get("clientOrderId", ""), inst.symbol, side,
-                     FIX_ORD_TYPE[OrderType(state.get("type", "limit" if price is not None else "market"))],
-                     FIX_TIF[TimeInForce(state.get("timeInForce", "GTC"))], _qty(table, pair_id, int(state["quantity"])),
-                     _px(table, pair_id, price), state.get("account", ""))
+    view = OrderView(state.order_id, state.client_order_id, inst.symbol, FIX_SIDE[state.side],
+                     FIX_ORD_TYPE[state.order_type], FIX_TIF[state.time_in_force],
+                     _qty(table, pair_id, state.quantity), _px(table, pair_id, state.price), state.account)
     return _filled_view(view, table, pair_id, state)
 
 
@@ -352,82 +355,87 @@ def event_messages(event: Event, views: dict[str, OrderView | None], table: Inst
     p = event.payload
     out: list[Outbound] = []
     pair = event.pair_id
-    t = event.type
 
-    def view_for(state: dict[str, Any]) -> OrderView:
-        known = views.get(state["orderId"])
+    def view_for(state: OrderState) -> OrderView:
+        known = views.get(state.order_id)
         fresh = view_from_event(state, table, pair)
         if known is None:
             return fresh
         return replace(known, cum_qty=fresh.cum_qty, leaves_qty=fresh.leaves_qty, avg_px=fresh.avg_px,
                        quantity=fresh.quantity)
 
-    if t is EventType.DEAL_EXECUTED:
+    if isinstance(p, DealExecuted):
         for role in roles:
-            state = p[role]
+            state = p.maker if role == "maker" else p.taker
             v = view_for(state)
-            status = "2" if int(state["remaining"]) == 0 else "1"
+            status = "2" if state.remaining == 0 else "1"
             v = replace(v, status=status)
-            last = (_px(table, pair, int(p["price"])) or "0", _qty(table, pair, int(p["quantity"])))
+            last = (_px(table, pair, p.price) or "0", _qty(table, pair, p.quantity))
             exec_id = f"{event.event_id}:{role[0].upper()}"
             out.append(Outbound("8", report(v, exec_id=exec_id, kind="trade", status=status,
                                             begin_string=begin_string, last=last), v, exec_id, v.order_id))
         return out
-    if t is EventType.CANCEL_REJECTED:
-        known = views.get(p["orderId"])
+    if isinstance(p, CancelRejected):
+        known = views.get(p.order_id)
         status = known.status if known else "8"
-        orig = p.get("origClientOrderId") or (known.cl_ord_id if known else "") or "NONE"
-        fields = cancel_reject(p["orderId"] if known else "NONE", p.get("clientOrderId", ""), orig, status,
-                               "1" if p.get("responseTo") == "cancel" else "2", p["reason"], "", begin_string)
-        return [Outbound("9", fields, known, f"{event.event_id}:O", p["orderId"])]
-    if t is EventType.COMMAND_REFUSED:
-        return _refused_command(event, views.get(p.get("orderId", "")), begin_string)
+        orig = p.orig_client_order_id or (known.cl_ord_id if known else "") or "NONE"
+        fields = cancel_reject(p.order_id if known else "NONE", p.client_order_id, orig, status,
+                               "1" if p.response_to == "cancel" else "2", p.reason, "", begin_string)
+        return [Outbound("9", fields, known, f"{event.event_id}:O", p.order_id)]
+    if isinstance(p, CommandRefused):
+        return _refused_command(event, p, views.get(p.order_id), begin_string)
     exec_id = f"{event.event_id}:O"
-    if t is EventType.ORDER_REJECTED and "filled" not in p:  # refused by the cell before acceptance
-        known = views.get(p["orderId"])
-        base = known or OrderView(p["orderId"], p.get("clientOrderId", ""), table.pair(pair).symbol,  # type: ignore[union-attr]
-                                  FIX_SIDE[Side(p["side"])], "2" if p.get("price") is not None else "1", "1",
-                                  _qty(table, pair, int(p["quantity"])), _px(table, pair, p.get("price")),
-                                  p.get("account", ""))
-        v = replace(base, status="8", leaves_qty="0")
-        return [Outbound("8", report(v, exec_id=exec_id, kind="8", status="8", begin_string=begin_string,
-                                     rej_reason=ord_rej_reason(p["reason"], begin_string), text=p["reason"]),
-                         v, exec_id, v.order_id)]
+    if isinstance(p, OrderRejected):
+        accepted = p.accepted
+        if accepted is None:  # refused by the cell before acceptance
+            known = views.get(p.order_id)
+            inst = table.pair(pair)
+            assert inst is not None
+            base = known or OrderView(p.order_id, p.client_order_id, inst.symbol, FIX_SIDE[p.side],
+                                      "2" if p.price is not None else "1", "1", _qty(table, pair, p.quantity),
+                                      _px(table, pair, p.price), p.account)
+            v = replace(base, status="8", leaves_qty="0")
+            return [Outbound("8", report(v, exec_id=exec_id, kind="8", status="8", begin_string=begin_string,
+                                         rej_reason=ord_rej_reason(p.reason, begin_string), text=p.reason),
+                             v, exec_id, v.order_id)]
+        # rejected after acceptance (a market order's rest without liquidity): the rest is canceled
+        v = replace(view_for(accepted), status="4", leaves_qty="0")
+        return [Outbound("8", report(v, exec_id=exec_id, kind="4", status="4", begin_string=begin_string,
+                                     text=p.reason), v, exec_id, v.order_id)]
     v = view_for(p)
-    if t is EventType.ORDER_ACCEPTED:
+    if isinstance(p, OrderAccepted):
         v = replace(v, status="0")
         return [Outbound("8", report(v, exec_id=exec_id, kind="0", status="0", begin_string=begin_string), v,
                          exec_id, v.order_id)]
-    if t in (EventType.ORDER_CANCELED, EventType.ORDER_REJECTED):  # rejected after acceptance = rest canceled
+    if isinstance(p, OrderCanceled):
         v = replace(v, status="4", leaves_qty="0")
-        cancel_clordid = p.get("cancelClientOrderId") or None
+        cancel_clordid = p.cancel_client_order_id or None
         return [Outbound("8", report(v, exec_id=exec_id, kind="4", status="4", begin_string=begin_string,
-                                     text=p.get("reason", ""), cl_ord_id=cancel_clordid,
+                                     text=p.reason, cl_ord_id=cancel_clordid,
                                      orig_cl_ord_id=v.cl_ord_id if cancel_clordid else ""),
                          v, exec_id, v.order_id)]
-    if t is EventType.ORDER_REPLACED:
-        orig = p.get("origClientOrderId", "")
-        status = "1" if int(p["filled"]) else "0"
-        v = replace(v, status=status, cl_ord_id=p.get("clientOrderId", v.cl_ord_id), orig_cl_ord_id=orig,
-                    price=_px(table, pair, p.get("price")))
+    if isinstance(p, OrderReplaced):
+        orig = p.orig_client_order_id
+        status = "1" if p.filled else "0"
+        v = replace(v, status=status, cl_ord_id=p.client_order_id or v.cl_ord_id, orig_cl_ord_id=orig,
+                    price=_px(table, pair, p.price))
         return [Outbound("8", report(v, exec_id=exec_id, kind="5", status="5" if begin_string == "FIX.4.2" else status,
                                      begin_string=begin_string, orig_cl_ord_id=orig), v, exec_id, v.order_id)]
-    raise ValueError(f"no FIX message for event type {t}")
+    raise ValueError(f"no FIX message for event type {event.type}")
 
 
 REFUSED_REF_MSG_TYPE = {"place": "D", "cancel": "F", "replace": "G"}
 
 
-def _refused_command(event: Event, known: OrderView | None, begin_string: str) -> list[Outbound]:
+def _refused_command(event: Event, p: CommandRefused, known: OrderView | None, begin_string: str) -> list[Outbound]:
     """A command the cell could not apply at all: a cancel or replace gets an OrderCancelReject,
     an order the session already knows an ExecutionReport Rejected, and an order it does not
     (the cell never accepted it, so the gateway holds no view) a BusinessMessageReject naming
     the ClOrdID, since an ExecutionReport needs the order's side and instrument."""
-    p = event.payload
-    inbox_id, order_id, clordid, text = f"{event.event_id}:O", p.get("orderId", ""), p.get("clientOrderId", ""), p["reason"]
-    if p["responseTo"] in ("cancel", "replace"):
+    inbox_id, order_id, clordid, text = f"{event.event_id}:O", p.order_id, p.client_order_id, p.reason
+    if p.response_to in ("cancel", "replace"):
         fields = cancel_reject(order_id if known else "NONE", clordid, known.cl_ord_id if known else "NONE",
-                               known.status if known else "8", "1" if p["responseTo"] == "cancel" else "2",
+                               known.status if known else "8", "1" if p.response_to == "cancel" else "2",
                                "command-refused", text, begin_string)
         return [Outbound("9", fields, known, inbox_id, order_id)]
     if known is not None:
@@ -435,7 +443,7 @@ def _refused_command(event: Event, known: OrderView | None, begin_string: str) -
         return [Outbound("8", report(v, exec_id=inbox_id, kind="8", status="8", begin_string=begin_string,
                                      rej_reason=ord_rej_reason("command-refused", begin_string), text=text),
                          v, inbox_id, order_id)]
-    fields = [(372, REFUSED_REF_MSG_TYPE[p["responseTo"]]), (379, clordid or "NONE"), (380, "0"), (58, text)]
+    fields = [(372, REFUSED_REF_MSG_TYPE[p.response_to]), (379, clordid or "NONE"), (380, "0"), (58, text)]
     return [Outbound("j", fields, None, inbox_id, order_id)]
 
 

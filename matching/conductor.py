@@ -38,6 +38,7 @@ from sessionstore.lease import Lease
 from .config import LEASE_TTL_MS, Durability
 from .contracts import (
     Command,
+    CommandResult,
     ContractError,
     Event,
     EventType,
@@ -323,13 +324,11 @@ class Conductor:
         def refuse(entry_id: bytes, fields: dict[bytes, bytes], metric: str, why: str) -> None:
             log.error("partition %d: entry %s dead-lettered: %s", self.partition, entry_id, why)
             self.metrics.failure(metric)
-            route = refused_command_route(fields.get(b"command"))
+            route = refused_command_route(fields.get(b"command"), f"{metric}: {why}"[:500])
             refusal = None
             if route is not None:  # its owner hears why (an ExecutionReport/OrderCancelReject/BMR)
-                route["reason"] = f"{metric}: {why}"[:500]
-                cause = route["commandId"] or f"entry-{entry_id.decode(errors='replace')}"
-                refusal = (self.clock.next(), Event(f"{cause}:refused", EventType.COMMAND_REFUSED, self.partition,
-                                                    -1, cause, route))
+                cause = route.command_id or f"entry-{entry_id.decode(errors='replace')}"
+                refusal = (self.clock.next(), Event(f"{cause}:refused", self.partition, -1, cause, route))
                 self.metrics.event(str(EventType.COMMAND_REFUSED))
             dead.append(DeadCommand(entry_id, fields, why, refusal))
 
@@ -377,18 +376,18 @@ class Conductor:
                 self.metrics.duplicate_orders.inc()
                 log.warning("partition %d: skipping duplicate order identity %s (command %s, accepted by %s)",
                             self.partition, cmd.order.order_id, cmd.command_id, accepted_by[cmd.order.order_id])
-                staged.append(StagedCommand(cmd.command_id, {"status": "duplicate-order"}))
+                staged.append(StagedCommand(cmd.command_id, CommandResult("duplicate-order")))
                 self.metrics.command(cmd.kind, "duplicate-order")
                 continue
             outcome = self._apply(cmd)
-            events = [(self.clock.next(), Event(f"{cmd.command_id}:{n}", kind, self.partition, cmd.pair_id,
+            events = [(self.clock.next(), Event(f"{cmd.command_id}:{n}", self.partition, cmd.pair_id,
                                                  cmd.command_id, payload))
-                      for n, (kind, payload) in enumerate(outcome.events)]
+                      for n, payload in enumerate(outcome.events)]
             accepted = None
             if isinstance(cmd, PlaceOrder) and outcome.status != "rejected":
                 accepted = cmd.order.order_id
                 accepted_by[accepted] = cmd.command_id.encode()  # a second place in this batch is a duplicate
-            staged.append(StagedCommand(cmd.command_id, {**outcome.summary(), "eventIds": [e.event_id for _, e in events]},
+            staged.append(StagedCommand(cmd.command_id, outcome.result([e.event_id for _, e in events]),
                                         list(outcome.changes.values()), events, accepted))
             self.metrics.command(cmd.kind, outcome.status)
             for _, e in events:
@@ -443,7 +442,7 @@ def recorded_partition_count(client: RedisClient, partition: int) -> int | None:
     return None if raw is None else int(raw)
 
 
-def command_entry(command: Command, partition_count: int) -> tuple[str, dict[str, str]]:
+def command_entry(command: Command, partition_count: int) -> tuple[str, dict[str, bytes]]:
     """Where a producer appends ``command`` and the entry's fields; the route is checked."""
     if command.partition != partition_of(command.pair_id, partition_count):
         raise ContractError(f"command {command.command_id} routed to partition {command.partition}, "

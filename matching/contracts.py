@@ -9,12 +9,12 @@ integers (ticks and lots); nothing here is a float. Knows nothing of FIX or Redi
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal
+
+import msgspec
 
 
 class ContractError(ValueError):
@@ -86,216 +86,312 @@ class EventType(StrEnum):
     COMMAND_REFUSED = "command.refused"
 
 
-@dataclass(frozen=True, slots=True)
-class OrderPayload:
+# --- commands -----------------------------------------------------------------------------
+#
+# One frozen, slotted msgspec type per command, tagged by ``kind``. On the stream a command
+# is MessagePack (``encode_command``); the gateway's own records keep it as JSON
+# (``command_json``), and ``parse_command`` reads both, so JSON entries written before the
+# binary encoding are still applied. Field names on the wire are the attribute names.
+
+MAX_TEXT = 256  # characters in any text field of a command (ids, owner, account)
+
+# Text a command may carry: bounded. Decoding already refuses what is not UTF-8 (MessagePack)
+# and lone surrogates (a JSON ``\udcff`` escape), so a poisoned string cannot get further.
+Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT)]
+Id = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_TEXT)]
+PairId = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class OrderPayload(msgspec.Struct, frozen=True):
     """A new order. ``owner`` is an opaque route back to whoever placed it (the gateway
     puts ``namespace/gateway/session`` there); ``client_order_id`` is echoed in events."""
 
-    order_id: str
+    order_id: Id
     side: Side
     order_type: OrderType
     quantity: int  # lots
     price: int | None = None  # ticks; None for market orders
     time_in_force: TimeInForce = TimeInForce.GTC
     post_only: bool = False
-    account: str = ""
-    owner: str = ""
-    client_order_id: str = ""
+    account: Text = ""
+    owner: Text = ""
+    client_order_id: Text = ""
 
 
-@dataclass(frozen=True, slots=True)
-class PlaceOrder:
-    command_id: str
-    pair_id: int
+class PlaceOrder(msgspec.Struct, frozen=True, tag_field="kind", tag="place"):
+    kind: ClassVar[str] = "place"
+    command_id: Id
+    pair_id: PairId
     partition: int
     order: OrderPayload
-    kind: str = field(default="place", init=False)
 
 
-@dataclass(frozen=True, slots=True)
-class CancelOrder:
-    command_id: str
-    pair_id: int
+class CancelOrder(msgspec.Struct, frozen=True, tag_field="kind", tag="cancel"):
+    kind: ClassVar[str] = "cancel"
+    command_id: Id
+    pair_id: PairId
     partition: int
-    order_id: str
-    owner: str = ""
-    client_order_id: str = ""  # the cancel request's own id, echoed in events
-    reason: str = ""  # why, when not the owner's request: "cancel-on-disconnect" ('' = requested)
-    kind: str = field(default="cancel", init=False)
+    order_id: Id
+    owner: Text = ""
+    client_order_id: Text = ""  # the cancel request's own id, echoed in events
+    reason: Literal["", "cancel-on-disconnect"] = ""  # why, when not the owner's request ('' = requested)
 
 
-@dataclass(frozen=True, slots=True)
-class ReplaceOrder:
-    command_id: str
-    pair_id: int
+class ReplaceOrder(msgspec.Struct, frozen=True, tag_field="kind", tag="replace"):
+    kind: ClassVar[str] = "replace"
+    command_id: Id
+    pair_id: PairId
     partition: int
-    order_id: str
+    order_id: Id
     quantity: int  # new total quantity, lots
-    price: int | None = None  # new price, ticks (None keeps a market... never: limit orders only)
-    owner: str = ""
-    client_order_id: str = ""
-    kind: str = field(default="replace", init=False)
+    price: int | None = None  # new price, ticks (limit orders only: the cell refuses None)
+    owner: Text = ""
+    client_order_id: Text = ""
 
 
 Command = PlaceOrder | CancelOrder | ReplaceOrder
-CANCEL_REASONS = frozenset({"", "cancel-on-disconnect"})
+
+_ENCODER = msgspec.msgpack.Encoder()
+_COMMAND_MSGPACK = msgspec.msgpack.Decoder(Command)
+_COMMAND_JSON = msgspec.json.Decoder(Command)
 
 
-def encode_command(cmd: Command) -> str:
-    data = {name: getattr(cmd, name) for name in cmd.__slots__}  # asdict's deep copy is slow on the hot path
-    if isinstance(cmd, PlaceOrder):
-        data["order"] = {name: getattr(cmd.order, name) for name in cmd.order.__slots__}
-    return json.dumps(data, separators=(",", ":"))
+def encode_command(cmd: Command) -> bytes:
+    """The command as a stream entry carries it: MessagePack."""
+    return _ENCODER.encode(cmd)
 
 
-MAX_TEXT = 256  # characters in any text field of a command (ids, owner, account)
+def command_json(cmd: Command) -> str:
+    """The command as JSON text, for records people read (the gateway's ClOrdID record)."""
+    return msgspec.json.encode(cmd).decode()
 
 
-def _clean(key: str, value: Any) -> str:
-    """Text a command may carry: a string that encodes as UTF-8 (no lone surrogates, which a
-    JSON ``\\udcff`` escape can smuggle in) and is bounded; a poisoned command stops here."""
-    if not isinstance(value, str):
-        raise ContractError(f"{key} must be a string, got {type(value).__name__}")
-    if len(value) > MAX_TEXT:
-        raise ContractError(f"{key} is longer than {MAX_TEXT} characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ContractError(f"{key} is not valid Unicode text") from None
-    return value
-
-
-def _text(data: dict[str, Any], key: str) -> str:
-    """An optional text field ('' when absent)."""
-    value = data.get(key, "")
-    return "" if value is None else _clean(key, value)
-
-
-def _req(data: dict[str, Any], key: str, kind: type) -> Any:
-    if key not in data:
-        raise ContractError(f"missing {key}")
-    value = data[key]
-    if kind is int and (not isinstance(value, int) or isinstance(value, bool)):
-        raise ContractError(f"{key} must be an integer, got {value!r}")
-    if kind is str:
-        if not isinstance(value, str) or not value:
-            raise ContractError(f"{key} must be a non-empty string, got {value!r}")
-        _clean(key, value)
-    return value
-
-
-def _opt_int(data: dict[str, Any], key: str) -> int | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ContractError(f"{key} must be an integer or null, got {value!r}")
-    return value
+def _is_json(raw: bytes) -> bool:
+    """A JSON object starts with ``{`` (maybe after blanks); a MessagePack map never does
+    (0x80–0x8f, 0xde, 0xdf), so the two encodings cannot be taken for each other."""
+    return raw.lstrip(b" \t\r\n")[:1] == b"{"
 
 
 def parse_command(raw: str | bytes, partition_count: int = MATCHING_PARTITION_COUNT) -> Command:
-    """Validate a command; the partition is recomputed from the pair and must agree."""
+    """Validate a command (MessagePack, or JSON from before the binary encoding); the
+    partition is recomputed from the pair and must agree."""
+    data = raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else bytes(raw)
     try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ContractError(f"not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise ContractError("command must be a JSON object")
-    kind = data.get("kind")
-    command_id = _req(data, "command_id", str)
-    pair_id = _req(data, "pair_id", int)
-    partition = _req(data, "partition", int)
-    if pair_id < 0:
-        raise ContractError(f"pair_id must not be negative, got {pair_id}")
-    expected = partition_of(pair_id, partition_count)
-    if partition != expected:
-        raise ContractError(f"partition {partition} does not match pair {pair_id} "
-                            f"(expected {expected} of {partition_count})")
-    try:
-        if kind == "place":
-            o = data.get("order")
-            if not isinstance(o, dict):
-                raise ContractError("place needs an order object")
-            order = OrderPayload(
-                order_id=_req(o, "order_id", str),
-                side=Side(str(o.get("side"))),
-                order_type=OrderType(str(o.get("order_type"))),
-                quantity=_req(o, "quantity", int),
-                price=_opt_int(o, "price"),
-                time_in_force=TimeInForce(o.get("time_in_force", "GTC")),
-                post_only=bool(o.get("post_only", False)),
-                account=_text(o, "account"),
-                owner=_text(o, "owner"),
-                client_order_id=_text(o, "client_order_id"),
-            )
-            return PlaceOrder(command_id, pair_id, partition, order)
-        if kind == "cancel":
-            reason = _text(data, "reason")
-            if reason not in CANCEL_REASONS:
-                raise ContractError(f"cancel reason must be one of {sorted(CANCEL_REASONS)}, got {reason!r}")
-            return CancelOrder(command_id, pair_id, partition, _req(data, "order_id", str),
-                               _text(data, "owner"), _text(data, "client_order_id"), reason)
-        if kind == "replace":
-            return ReplaceOrder(command_id, pair_id, partition, _req(data, "order_id", str),
-                                _req(data, "quantity", int), _opt_int(data, "price"),
-                                _text(data, "owner"), _text(data, "client_order_id"))
-    except ValueError as exc:  # an enum that does not know the value
-        if isinstance(exc, ContractError):
-            raise
+        cmd = _COMMAND_JSON.decode(data) if _is_json(data) else _COMMAND_MSGPACK.decode(data)
+    except msgspec.DecodeError as exc:  # ValidationError included: it names the field
         raise ContractError(str(exc)) from None
-    raise ContractError(f"unknown command kind {kind!r}")
+    expected = partition_of(cmd.pair_id, partition_count)
+    if cmd.partition != expected:
+        raise ContractError(f"partition {cmd.partition} does not match pair {cmd.pair_id} "
+                            f"(expected {expected} of {partition_count})")
+    return cmd
 
 
-def refused_command_route(raw: bytes | str | None) -> dict[str, Any] | None:
+def _loose(raw: bytes | str | None) -> Any:
+    """Whatever structure ``raw`` holds, unvalidated (None when it is not even that)."""
+    if raw is None:
+        return None
+    data = raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else bytes(raw)
+    try:
+        return msgspec.json.decode(data) if _is_json(data) else msgspec.msgpack.decode(data)
+    except msgspec.DecodeError:
+        return None
+
+
+def refused_command_route(raw: bytes | str | None, reason: str) -> CommandRefused | None:
     """What can still be read from a command the cell refuses, to answer its owner: the
     ``command.refused`` payload (owner, kind, ids), or None when there is no owner to tell.
-    Tolerant by design: the command failed its contract, only text that passes ``_clean`` is kept."""
-    try:
-        data = json.loads(raw) if raw is not None else None
-    except (ValueError, UnicodeDecodeError):
-        return None
+    Tolerant by design: the command failed its contract, only bounded text is kept."""
+    data = _loose(raw)
     if not isinstance(data, dict):
         return None
-    order: dict[str, Any] = data["order"] if isinstance(data.get("order"), dict) else {}
+    order: dict[Any, Any] = data["order"] if isinstance(data.get("order"), dict) else {}
 
-    def text(source: dict[str, Any], key: str) -> str:
-        try:
-            return _text(source, key)
-        except ContractError:
-            return ""
+    def text(source: dict[Any, Any], key: str) -> str:
+        value = source.get(key)
+        return value if isinstance(value, str) and len(value) <= MAX_TEXT else ""
 
     owner = text(order, "owner") or text(data, "owner")
     if not owner:
         return None
     kind = data.get("kind")
-    return {"responseTo": kind if kind in ("place", "cancel", "replace") else "place",
-            "commandId": text(data, "command_id"), "orderId": text(order, "order_id") or text(data, "order_id"),
-            "owner": owner, "clientOrderId": text(order, "client_order_id") or text(data, "client_order_id"),
-            "account": text(order, "account")}
+    return CommandRefused(response_to=kind if kind in ("place", "cancel", "replace") else "place",
+                          command_id=text(data, "command_id"),
+                          order_id=text(order, "order_id") or text(data, "order_id"), owner=owner,
+                          client_order_id=text(order, "client_order_id") or text(data, "client_order_id"),
+                          account=text(order, "account"), reason=reason)
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+# --- events -------------------------------------------------------------------------------
+#
+# One frozen type per event type, tagged by ``type`` inside the payload; the envelope names
+# its payload's type (``Event.type``). Wire names are camelCase (``orderId``), as the JSON
+# events before the binary encoding had them, which ``parse_event`` still reads.
+
+
+class _Wire(msgspec.Struct, frozen=True, rename="camel"):
+    pass
+
+
+class OrderState(_Wire, frozen=True):
+    """An order as events carry it: enough for a receiver that never saw it before."""
+
+    order_id: str
+    quantity: int  # lots, total after any replace
+    filled: int
+    remaining: int
+    filled_notional: int  # Σ price × qty of fills, tick·lot units (exact average price)
+    owner: str
+    client_order_id: str
+    side: Side
+    account: str
+    price: int | None
+    order_type: OrderType
+    time_in_force: TimeInForce
+
+
+class OrderAccepted(OrderState, frozen=True, tag_field="type", tag="order.accepted"):
+    event_type: ClassVar[EventType] = EventType.ORDER_ACCEPTED
+    post_only: bool = False
+
+
+class OrderCanceled(OrderState, frozen=True, tag_field="type", tag="order.canceled"):
+    event_type: ClassVar[EventType] = EventType.ORDER_CANCELED
+    reason: str = ""
+    cancel_client_order_id: str = ""  # the cancel request's ClOrdID ('' when not requested)
+
+
+class OrderReplaced(OrderState, frozen=True, tag_field="type", tag="order.replaced"):
+    event_type: ClassVar[EventType] = EventType.ORDER_REPLACED
+    priority_kept: bool = False
+    orig_client_order_id: str = ""
+
+
+class OrderRejected(_Wire, frozen=True, omit_defaults=True, tag_field="type", tag="order.rejected"):
+    """Refused before acceptance (only the request's fields), or the rest of an accepted
+    order refused (a market order without liquidity: ``accepted`` carries its state)."""
+
+    event_type: ClassVar[EventType] = EventType.ORDER_REJECTED
+    order_id: str
+    reason: str
+    owner: str
+    client_order_id: str
+    side: Side
+    quantity: int
+    price: int | None
+    account: str
+    filled: int | None = None
+    remaining: int | None = None
+    filled_notional: int | None = None
+    order_type: OrderType | None = None
+    time_in_force: TimeInForce | None = None
+
+    @classmethod
+    def after_acceptance(cls, state: OrderState, reason: str) -> OrderRejected:
+        return cls(state.order_id, reason, state.owner, state.client_order_id, state.side, state.quantity,
+                   state.price, state.account, state.filled, state.remaining, state.filled_notional,
+                   state.order_type, state.time_in_force)
+
+    @property
+    def accepted(self) -> OrderState | None:
+        if self.filled is None or self.remaining is None or self.filled_notional is None:
+            return None
+        return OrderState(self.order_id, self.quantity, self.filled, self.remaining, self.filled_notional,
+                          self.owner, self.client_order_id, self.side, self.account, self.price,
+                          self.order_type or OrderType.LIMIT, self.time_in_force or TimeInForce.GTC)
+
+
+class DealExecuted(_Wire, frozen=True, tag_field="type", tag="deal.executed.v1"):
+    event_type: ClassVar[EventType] = EventType.DEAL_EXECUTED
+    price: int
+    quantity: int
+    maker: OrderState
+    taker: OrderState
+    taker_side: Side
+
+
+class CancelRejected(_Wire, frozen=True, tag_field="type", tag="cancel.rejected"):
+    event_type: ClassVar[EventType] = EventType.CANCEL_REJECTED
+    order_id: str
+    reason: str
+    response_to: Literal["cancel", "replace"]
+    owner: str
+    client_order_id: str
+    orig_client_order_id: str = ""
+
+
+class CommandRefused(_Wire, frozen=True, tag_field="type", tag="command.refused"):
+    """A command the conductor could not apply at all (dead-lettered): its owner is told."""
+
+    event_type: ClassVar[EventType] = EventType.COMMAND_REFUSED
+    response_to: Literal["place", "cancel", "replace"]
+    command_id: str
+    order_id: str
+    owner: str
+    client_order_id: str
+    account: str
+    reason: str
+
+
+EventPayload = OrderAccepted | OrderRejected | DealExecuted | OrderCanceled | OrderReplaced | CancelRejected | CommandRefused
+
+
+class Event(_Wire, frozen=True):
     """One committed fact. ``event_id`` is deterministic: ``<commandId>:<n>``."""
 
     event_id: str
-    type: EventType
     partition: int
     pair_id: int
     command_id: str  # the causation id
-    payload: dict[str, Any]
+    payload: EventPayload
 
-    def encode(self) -> str:
-        return json.dumps({"eventId": self.event_id, "type": str(self.type), "partition": self.partition,
-                           "pairId": self.pair_id, "commandId": self.command_id, "payload": self.payload},
-                          separators=(",", ":"))
+    @property
+    def type(self) -> EventType:
+        return self.payload.event_type
+
+    def encode(self) -> bytes:
+        return _ENCODER.encode(self)
+
+    def owners(self) -> list[str]:
+        """Every order owner the event concerns, each once, in order (maker before taker)."""
+        p = self.payload
+        if isinstance(p, DealExecuted):
+            return list(dict.fromkeys(o for o in (p.maker.owner, p.taker.owner) if o))
+        return [p.owner] if p.owner else []
+
+
+_EVENT_MSGPACK = msgspec.msgpack.Decoder(Event)
 
 
 def parse_event(raw: str | bytes) -> Event:
-    """Decode an event envelope; anything else is a ContractError (dead-letter material)."""
+    """Decode an event envelope (MessagePack, or JSON from before the binary encoding);
+    anything else is a ContractError (dead-letter material)."""
+    data = raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else bytes(raw)
     try:
-        data = json.loads(raw)
-        return Event(str(data["eventId"]), EventType(data["type"]), int(data["partition"]), int(data["pairId"]),
-                     str(data["commandId"]), dict(data["payload"]))
-    except (ValueError, KeyError, TypeError) as exc:
+        if _is_json(data):
+            return _legacy_event(data)
+        return _EVENT_MSGPACK.decode(data)
+    except (msgspec.DecodeError, ValueError, KeyError, TypeError) as exc:
         raise ContractError(f"invalid event envelope: {exc}") from None
+
+
+def _legacy_event(data: bytes) -> Event:
+    """A JSON envelope: ``type`` beside the payload, an order's type under ``type`` in it."""
+    envelope = msgspec.json.decode(data)
+    payload = dict(envelope["payload"])
+    for state in [payload] + [payload[r] for r in ("maker", "taker") if isinstance(payload.get(r), dict)]:
+        if "type" in state:
+            state["orderType"] = state.pop("type")
+    payload["type"] = envelope["type"]
+    return msgspec.convert({**envelope, "payload": payload}, Event)
+
+
+class CommandResult(_Wire, frozen=True, omit_defaults=True):
+    """The processed-command record: what became of a command (kept as JSON, for people)."""
+
+    status: str
+    events: list[str] = []
+    event_ids: list[str] = []
+
+    def encode(self) -> bytes:
+        return msgspec.json.encode(self)

@@ -18,13 +18,20 @@ import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
 
 from .contracts import (
     CancelOrder,
+    CancelRejected,
     Command,
-    EventType,
+    CommandResult,
+    DealExecuted,
+    EventPayload,
+    OrderAccepted,
+    OrderCanceled,
     OrderPayload,
+    OrderRejected,
+    OrderReplaced,
+    OrderState,
     OrderType,
     PlaceOrder,
     ReplaceOrder,
@@ -93,12 +100,15 @@ class Order:
             return True
         return price <= self.price if self.side is Side.BUY else price >= self.price
 
-    def cum(self) -> dict[str, Any]:
-        """The order's state as events carry it: enough for a receiver that never saw it before."""
-        return {"orderId": self.order_id, "quantity": self.quantity, "filled": self.filled,
-                "remaining": self.remaining, "filledNotional": self.filled_notional, "owner": self.owner,
-                "clientOrderId": self.client_order_id, "side": str(self.side), "account": self.account,
-                "price": self.price, "type": str(self.order_type), "timeInForce": str(self.time_in_force)}
+    def cum(self) -> tuple[str, int, int, int, int, str, str, Side, str, int | None, OrderType, TimeInForce]:
+        """The order's state as events carry it (``OrderState``'s fields, in order): enough for
+        a receiver that never saw the order before."""
+        return (self.order_id, self.quantity, self.quantity - self.remaining, self.remaining, self.filled_notional,
+                self.owner, self.client_order_id, self.side, self.account, self.price, self.order_type,
+                self.time_in_force)
+
+    def state(self) -> OrderState:
+        return OrderState(*self.cum())
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,27 +121,26 @@ class Change:
 
 @dataclass(slots=True)
 class Outcome:
-    events: list[tuple[EventType, dict[str, Any]]] = field(default_factory=list)
+    events: list[EventPayload] = field(default_factory=list)
     changes: dict[str, Change] = field(default_factory=dict)  # by order id, coalesced
     status: str = "applied"
 
-    def emit(self, kind: EventType, payload: dict[str, Any]) -> None:
-        self.events.append((kind, payload))
+    def emit(self, payload: EventPayload) -> None:
+        self.events.append(payload)
 
     def record(self, before: Order | None, after: Order | None) -> None:
         oid = (after or before).order_id  # type: ignore[union-attr]
         prior = self.changes.get(oid)
         self.changes[oid] = Change(prior.before if prior else before, after)
 
-    def summary(self) -> dict[str, Any]:
-        return {"status": self.status, "events": [str(k) for k, _ in self.events]}
+    def result(self, event_ids: list[str]) -> CommandResult:
+        return CommandResult(self.status, [p.event_type.value for p in self.events], event_ids)
 
 
 def _place_rejected(o: OrderPayload, reason: Reason) -> Outcome:
     out = Outcome(status="rejected")
-    out.emit(EventType.ORDER_REJECTED, {"orderId": o.order_id, "reason": str(reason), "owner": o.owner,
-                                        "clientOrderId": o.client_order_id, "side": str(o.side),
-                                        "quantity": o.quantity, "price": o.price, "account": o.account})
+    out.emit(OrderRejected(o.order_id, reason.value, o.owner, o.client_order_id, o.side, o.quantity, o.price,
+                           o.account))
     return out
 
 
@@ -233,9 +242,8 @@ class Cell:
         if isinstance(command, PlaceOrder):
             return _place_rejected(command.order, reason)
         out = Outcome(status="rejected")
-        out.emit(EventType.CANCEL_REJECTED, {"orderId": command.order_id, "reason": str(reason),
-                                             "responseTo": command.kind, "owner": command.owner,
-                                             "clientOrderId": command.client_order_id, "origClientOrderId": ""})
+        out.emit(CancelRejected(command.order_id, reason.value, command.kind,  # type: ignore[arg-type]
+                                command.owner, command.client_order_id))
         return out
 
     def apply(self, command: Command) -> Outcome:
@@ -281,9 +289,9 @@ class Cell:
             return _place_rejected(o, reason)
         taker = Order(o.order_id, pair_id, o.side, o.order_type, o.time_in_force, o.price, o.quantity, o.quantity,
                       self._take_priority(), o.post_only, o.account, o.owner, o.client_order_id)
-        out.emit(EventType.ORDER_ACCEPTED, {**taker.cum(), "postOnly": o.post_only})
+        out.emit(OrderAccepted(*taker.cum(), post_only=o.post_only))
         if o.time_in_force is TimeInForce.FOK and self._fillable(book, taker) < taker.quantity:
-            out.emit(EventType.ORDER_CANCELED, {**taker.cum(), "reason": str(Reason.FOK_UNFILLABLE)})
+            out.emit(OrderCanceled(*taker.cum(), reason=Reason.FOK_UNFILLABLE.value))
             return out
         self._match(book, taker, out, resting_before=None)
         return out
@@ -315,7 +323,7 @@ class Cell:
                 if self.stp_mode in (StpMode.CANCEL_MAKER, StpMode.CANCEL_BOTH):
                     book.remove(maker.order_id)
                     out.record(maker, None)
-                    out.emit(EventType.ORDER_CANCELED, {**maker.cum(), "reason": str(Reason.SELF_TRADE)})
+                    out.emit(OrderCanceled(*maker.cum(), reason=Reason.SELF_TRADE.value))
                 if self.stp_mode in (StpMode.CANCEL_TAKER, StpMode.CANCEL_BOTH):
                     stopped_by_stp = True
                     break
@@ -331,18 +339,17 @@ class Cell:
             else:
                 book.remove(maker.order_id)
                 out.record(maker, None)
-            out.emit(EventType.DEAL_EXECUTED, {"price": price, "quantity": qty, "maker": new_maker.cum(),
-                                               "taker": taker.cum(), "takerSide": str(taker.side)})
+            out.emit(DealExecuted(price, qty, new_maker.state(), taker.state(), taker.side))
         if taker.remaining == 0:
             if resting_before is not None:
                 out.record(resting_before, None)
             return
         if stopped_by_stp:
-            out.emit(EventType.ORDER_CANCELED, {**taker.cum(), "reason": str(Reason.SELF_TRADE)})
+            out.emit(OrderCanceled(*taker.cum(), reason=Reason.SELF_TRADE.value))
         elif taker.order_type is OrderType.MARKET:
-            out.emit(EventType.ORDER_REJECTED, {**taker.cum(), "reason": str(Reason.INSUFFICIENT_LIQUIDITY)})
+            out.emit(OrderRejected.after_acceptance(taker.state(), Reason.INSUFFICIENT_LIQUIDITY.value))
         elif taker.time_in_force is not TimeInForce.GTC:
-            out.emit(EventType.ORDER_CANCELED, {**taker.cum(), "reason": str(Reason.IOC_UNFILLED)})
+            out.emit(OrderCanceled(*taker.cum(), reason=Reason.IOC_UNFILLED.value))
         else:
             book.add(taker)
             out.record(resting_before, taker)
@@ -357,14 +364,13 @@ class Cell:
             Reason.NOT_OWNER if c.owner and order.owner and c.owner != order.owner else None)
         if reason is not None or order is None:
             out.status = "rejected"
-            out.emit(EventType.CANCEL_REJECTED, {"orderId": c.order_id, "reason": str(reason), "responseTo": "cancel",
-                                                 "owner": c.owner, "clientOrderId": c.client_order_id,
-                                                 "origClientOrderId": order.client_order_id if order else ""})
+            out.emit(CancelRejected(c.order_id, str(reason), "cancel", c.owner, c.client_order_id,
+                                    order.client_order_id if order else ""))
             return out
         self.book(c.pair_id).remove(order.order_id)
         out.record(order, None)
         why = Reason.CANCEL_ON_DISCONNECT if c.reason == "cancel-on-disconnect" else Reason.REQUESTED
-        out.emit(EventType.ORDER_CANCELED, {**order.cum(), "reason": str(why), "cancelClientOrderId": c.client_order_id})
+        out.emit(OrderCanceled(*order.cum(), reason=why.value, cancel_client_order_id=c.client_order_id))
         return out
 
     def replace_order(self, r: ReplaceOrder) -> Outcome:
@@ -392,9 +398,8 @@ class Cell:
                 reason = Reason.POST_ONLY_WOULD_TAKE
         if reason is not None or order is None:
             out.status = "rejected"
-            out.emit(EventType.CANCEL_REJECTED, {"orderId": r.order_id, "reason": str(reason), "responseTo": "replace",
-                                                 "owner": r.owner, "clientOrderId": r.client_order_id,
-                                                 "origClientOrderId": order.client_order_id if order else ""})
+            out.emit(CancelRejected(r.order_id, str(reason), "replace", r.owner, r.client_order_id,
+                                    order.client_order_id if order else ""))
             return out
         assert r.price is not None
         keeps_priority = r.price == order.price and r.quantity <= order.quantity
@@ -402,8 +407,7 @@ class Cell:
         updated = replace(order, price=r.price, quantity=r.quantity, remaining=r.quantity - order.filled,
                           client_order_id=r.client_order_id or order.client_order_id,
                           priority=order.priority if keeps_priority else self._take_priority())
-        out.emit(EventType.ORDER_REPLACED, {**updated.cum(), "price": r.price, "priorityKept": keeps_priority,
-                                            "origClientOrderId": order.client_order_id})
+        out.emit(OrderReplaced(*updated.cum(), priority_kept=keeps_priority, orig_client_order_id=order.client_order_id))
         if keeps_priority:
             book.update_in_place(updated)
             out.record(order, updated)

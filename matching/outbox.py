@@ -66,6 +66,11 @@ class Delivery:
 
     stream_id: str
     event: Event
+    raw: bytes = b""  # the event as the stream holds it: published as it is, not encoded again
+
+    @property
+    def body(self) -> bytes:
+        return self.raw or self.event.encode()
 
     @property
     def headers(self) -> dict[str, str]:
@@ -152,9 +157,9 @@ class RedisStreamsPublisher:
         pipe = self.client.pipeline(transaction=False)
         streams = list(by_stream)
         for stream in streams:
-            args: list[str | int] = [self._partition, self._epochs.get(stream, "new")]
+            args: list[str | int | bytes] = [self._partition, self._epochs.get(stream, "new")]
             for d in by_stream[stream]:
-                args += [d.event.event_id, d.event.command_id, d.stream_id, d.event.encode()]
+                args += [d.event.event_id, d.event.command_id, d.stream_id, d.body]
             # EVALSHA by hand: redis-py's Script in a pipeline asks SCRIPT EXISTS on every execute
             pipe.evalsha(self._script.sha, 2, stream, publisher_fence(stream), *args)
         try:
@@ -179,9 +184,7 @@ def owner_routes(inbox_of: Callable[[str], str], also: Sequence[str] = ()) -> Ca
     """Route each event to the inbox of every order owner it concerns, plus ``also`` (drop copy)."""
 
     def destinations(event: Event) -> list[str]:
-        p = event.payload
-        owners = [p.get("owner"), (p.get("maker") or {}).get("owner"), (p.get("taker") or {}).get("owner")]
-        return [inbox_of(o) for o in dict.fromkeys(owners) if o] + list(also)
+        return [inbox_of(o) for o in event.owners()] + list(also)
 
     return destinations
 
@@ -328,7 +331,7 @@ class OutboxWorker:
             try:
                 if raw is None:
                     raise ContractError("entry has no event field")
-                deliveries.append(Delivery(sid, parse_event(raw)))
+                deliveries.append(Delivery(sid, parse_event(raw), raw))
             except ContractError as exc:
                 self._dead_letter(sid, fields or {}, str(exc))
         if not deliveries or not self._durable():

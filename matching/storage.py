@@ -9,7 +9,6 @@ the XADDs fail on their already-used ids and everything else rewrites the same v
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterable
@@ -21,7 +20,7 @@ from redis.exceptions import ResponseError, WatchError
 
 from sessionstore.connection import RedisClient, is_cluster, standalone_pool, text
 
-from .contracts import Event, OrderType, Side, TimeInForce
+from .contracts import CommandResult, Event, OrderType, Side, TimeInForce
 from .domain import Cell, Change, Order
 from .keys import PartitionKeys, book_member, parse_member
 
@@ -78,7 +77,7 @@ class StagedCommand:
     """What one command contributes to the batch's transaction."""
 
     command_id: str
-    result: dict[str, Any]
+    result: CommandResult
     changes: Iterable[Change] = ()
     events: list[tuple[str, Event]] = ()  # type: ignore[assignment]  # (stream id, event)
     accepted_order: str | None = None  # order id whose accepted-order marker to write
@@ -103,7 +102,7 @@ def commit_commands(keys: PartitionKeys, staged: list[StagedCommand], next_prior
                     *[x for kv in d.fields.items() for x in kv]))
         if d.refusal is not None:
             out.append(("XADD", keys.events, d.refusal[0], "event", d.refusal[1].encode()))
-    records: list[str] = []  # processed-command and accepted-order records: one MSET
+    records: list[str | bytes] = []  # processed-command and accepted-order records: one MSET
     for cmd in staged:
         for change in cmd.changes:
             before, after = change.before, change.after
@@ -127,7 +126,7 @@ def commit_commands(keys: PartitionKeys, staged: list[StagedCommand], next_prior
             out.append(("XADD", keys.events, stream_id, "event", event.encode()))
         if cmd.accepted_order is not None:
             records += [keys.accepted_order(cmd.accepted_order), cmd.command_id]
-        records += [keys.processed_command(cmd.command_id), json.dumps(cmd.result, separators=(",", ":"))]
+        records += [keys.processed_command(cmd.command_id), cmd.result.encode()]
     if records:
         out.append(("MSET", *records))
     out.append(("HSET", keys.meta, "nextPriority", next_priority))

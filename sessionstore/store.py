@@ -304,7 +304,7 @@ class SessionStore:
                                 [self.fence.epoch, value, window_ms])
 
     def claim_clordid_and_append(self, session: SessionKey, clordid: str, value: str, window_ms: int,
-                                 stream: str, fields: dict[str, str]) -> bool:
+                                 stream: str, fields: dict[str, bytes] | dict[str, str]) -> bool:
         """``claim_clordid`` and, only for a first use, the append of ``fields`` to ``stream``,
         atomically (one round trip): either both happened or neither. ``stream`` must live on
         this store's datastore, and that datastore must not be a Cluster."""
@@ -312,7 +312,7 @@ class SessionStore:
                                                               fields)])[0])
 
     def claim_and_append_call(self, session: SessionKey, clordid: str, value: str, window_ms: int,
-                              stream: str, fields: dict[str, str]) -> Call:
+                              stream: str, fields: dict[str, bytes] | dict[str, str]) -> Call:
         args: list[Any] = [self.fence.epoch, value, window_ms]
         for name, field_value in fields.items():
             args += [name, field_value]

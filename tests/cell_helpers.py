@@ -6,7 +6,7 @@ from typing import Any
 
 from matching.conductor import Conductor, submit
 from matching.config import Durability
-from matching.contracts import Command, Event, parse_event
+from matching.contracts import Command, Event, OrderAccepted, OrderType, Side, TimeInForce, parse_event
 from matching.keys import PartitionKeys
 from sessionstore.connection import RedisClient, connect
 from sessionstore.settings import RedisEndpoint
@@ -48,4 +48,10 @@ def stream_events(client: RedisClient, partition: int = 0) -> list[Event]:
 
 
 def projected(events: list[Event]) -> list[tuple]:
-    return [project(str(e.type), e.payload) for e in events]
+    return [project(e.payload) for e in events]
+
+
+def accepted(order_id: str, owner: str, quantity: int = 1, price: int | None = 200) -> OrderAccepted:
+    """An order.accepted payload for a resting buy, for tests that need events but no cell."""
+    return OrderAccepted(order_id, quantity, 0, quantity, 0, owner, "", Side.BUY, "", price, OrderType.LIMIT,
+                         TimeInForce.GTC)

@@ -8,7 +8,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from matching.contracts import CancelOrder, Command, OrderType, PlaceOrder, ReplaceOrder, Side, TimeInForce
+from matching.contracts import (
+    CancelOrder,
+    CancelRejected,
+    Command,
+    DealExecuted,
+    EventPayload,
+    OrderAccepted,
+    OrderCanceled,
+    OrderRejected,
+    OrderReplaced,
+    OrderType,
+    PlaceOrder,
+    ReplaceOrder,
+    Side,
+    TimeInForce,
+)
 from matching.instruments import Instrument
 
 
@@ -167,17 +182,15 @@ class ReferenceMatcher:
         return events + self._match(c.pair_id, r, False, TimeInForce.GTC, r)
 
 
-def project(kind: str, p: dict) -> tuple:
+def project(p: EventPayload) -> tuple:
     """The real cell's event, reduced to what the reference matcher reports."""
-    if kind == "order.rejected" or kind == "cancel.rejected":
-        return (kind, p["orderId"], p["reason"])
-    if kind == "order.accepted":
-        return (kind, p["orderId"], p["quantity"])
-    if kind == "order.canceled":
-        return (kind, p["orderId"], p["reason"])
-    if kind == "order.replaced":
-        return (kind, p["orderId"], p["quantity"], p["remaining"])
-    if kind == "deal.executed.v1":
-        return (kind, p["maker"]["orderId"], p["taker"]["orderId"], p["price"], p["quantity"],
-                p["maker"]["remaining"], p["taker"]["remaining"])
+    kind = p.event_type.value
+    if isinstance(p, (OrderRejected, CancelRejected, OrderCanceled)):
+        return (kind, p.order_id, p.reason)
+    if isinstance(p, OrderAccepted):
+        return (kind, p.order_id, p.quantity)
+    if isinstance(p, OrderReplaced):
+        return (kind, p.order_id, p.quantity, p.remaining)
+    if isinstance(p, DealExecuted):
+        return (kind, p.maker.order_id, p.taker.order_id, p.price, p.quantity, p.maker.remaining, p.taker.remaining)
     raise AssertionError(kind)

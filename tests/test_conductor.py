@@ -11,7 +11,7 @@ import pytest
 
 from matching.conductor import BootRefused, Conductor, LeaseLost, SimulatedCrash
 from matching.config import Durability
-from matching.contracts import OrderPayload, OrderType, PlaceOrder, Side
+from matching.contracts import OrderPayload, OrderType, PlaceOrder, Side, parse_command
 from matching.domain import StpMode
 from matching.keys import PartitionKeys
 from matching.storage import commit_commands, decode_order, reconcile, trim_acknowledged
@@ -110,9 +110,10 @@ def test_replayed_transaction_changes_nothing(valkey: ValkeyProcess) -> None:
     staged = []
     for cmd in flow[100:130]:
         out = c.cell.apply(cmd)
-        events = [(c.clock.next(), Event(f"{cmd.command_id}:{n}", k, 0, cmd.pair_id, cmd.command_id, p))
-                  for n, (k, p) in enumerate(out.events)]
-        staged.append(StagedCommand(cmd.command_id, out.summary(), list(out.changes.values()), events))
+        events = [(c.clock.next(), Event(f"{cmd.command_id}:{n}", 0, cmd.pair_id, cmd.command_id, p))
+                  for n, p in enumerate(out.events)]
+        staged.append(StagedCommand(cmd.command_id, out.result([e.event_id for _, e in events]),
+                                    list(out.changes.values()), events))
     commands = commit_commands(KEYS, staged, c.cell.next_priority)
     commit_fenced(client, KEYS, c.token, commands, None)
     before = (book_state(client), client.xlen(KEYS.events), client.hgetall(KEYS.meta))
@@ -171,7 +172,7 @@ def test_orphan_index_member_is_logged_and_skipped(valkey: ValkeyProcess, caplog
     run_until_idle(c)
     assert "has no order record; skipped" in caplog.text
     deal = [e for e in stream_events(client) if e.type == "deal.executed.v1"][0]
-    assert deal.payload["maker"]["orderId"] == "a2"
+    assert deal.payload.maker.order_id == "a2"
     report = reconcile(client, KEYS, 0)
     assert report["issues"] == ["ask:a1:missing-order"] and not report["healthy"]
 
@@ -217,11 +218,11 @@ def test_a_refused_command_with_an_owner_gets_a_command_refused_event_for_it(val
     run_until_idle(c)
     events = stream_events(client)
     assert [str(e.type) for e in events] == ["command.refused"] * 3
-    assert [(e.event_id, e.payload["responseTo"], e.payload["clientOrderId"], e.payload["owner"]) for e in events] == [
+    assert [(e.event_id, e.payload.response_to, e.payload.client_order_id, e.payload.owner) for e in events] == [
         ("w:refused", "place", "W1", "t/fsg/C1"), ("q:refused", "place", "W1", "t/fsg/C1"),
         ("k:refused", "cancel", "K1", "t/fsg/C1")]
-    assert events[0].payload["reason"].startswith("wrong-partition: command for partition 1")
-    assert "quantity must be an integer" in events[1].payload["reason"]
+    assert events[0].payload.reason.startswith("wrong-partition: command for partition 1")
+    assert "Expected `int`, got `str` - at `$.order.quantity`" in events[1].payload.reason
     assert client.xlen(KEYS.commands_dead_letter) == 4 and client.get(KEYS.processed_command("w")) is None
     assert not client.keys("*order*o-w*"), "nothing about the order was written"
 
@@ -242,7 +243,7 @@ def test_acknowledged_commands_past_their_retention_are_trimmed_and_pending_ones
     assert any(b"t-pending" in f for f in ids) and any(b"t-unread" in f for f in ids)
     c._next_trim, c._own_pending = 0.0, True  # as after a restart: its own pending entries first
     run_until_idle(c)
-    assert [e.payload["orderId"] for e in stream_events(client)][-2:] == ["o-pending", "o-unread"], "none lost"
+    assert [e.payload.order_id for e in stream_events(client)][-2:] == ["o-pending", "o-unread"], "none lost"
 
 
 def test_a_different_partition_count_refuses_to_boot(valkey: ValkeyProcess) -> None:
@@ -312,9 +313,9 @@ def test_a_command_whose_text_cannot_be_stored_is_dead_lettered_and_the_partitio
     submit_all(client, [place("good", "o-good")])
     run_like_the_loop(c)
     dead = client.xrange(KEYS.commands_dead_letter)
-    assert len(dead) == 1 and b"account is not valid Unicode text" in dead[0][1][b"reason"]
+    assert len(dead) == 1 and b"invalid utf-16 surrogate pair" in dead[0][1][b"reason"]
     assert dead[0][1][b"command"] == poisoned.encode(), "kept as it came, for an operator to read"
-    assert [e.payload["orderId"] for e in stream_events(client)] == ["o-good"]
+    assert [e.payload.order_id for e in stream_events(client)] == ["o-good"]
     assert client.xpending(KEYS.commands, "matching-conductor")["pending"] == 0, "nothing left to loop on"
     assert client.get(KEYS.processed_command("bad")) is None and c.ready()
 
@@ -337,9 +338,9 @@ def test_a_command_the_cell_fails_on_is_rejected_to_its_owner_and_never_applied_
     c = conductor(client)
     submit_all(client, [place("first", "o-1"), place("boom", "o-boom"), place("last", "o-2", Side.SELL, 201)])
     run_like_the_loop(c)
-    events = {(e.payload["orderId"], str(e.type)): e.payload for e in stream_events(client)}
-    assert events[("o-boom", "order.rejected")]["reason"] == "cell-error"
-    assert events[("o-boom", "order.rejected")]["owner"] == "t/fsg/C1", "the owner hears about it"
+    events = {(e.payload.order_id, str(e.type)): e.payload for e in stream_events(client)}
+    assert events[("o-boom", "order.rejected")].reason == "cell-error"
+    assert events[("o-boom", "order.rejected")].owner == "t/fsg/C1", "the owner hears about it"
     assert ("o-1", "order.accepted") in events and ("o-2", "order.accepted") in events
     assert calls.count("boom") == 1, "applied once, refused on the retry"
     assert json.loads(client.get(KEYS.processed_command("boom")))["status"] == "rejected"
@@ -365,10 +366,10 @@ def test_a_batch_that_keeps_failing_is_narrowed_to_the_entry_at_fault_which_is_d
     run_like_the_loop(c)
     dead = client.xrange(KEYS.commands_dead_letter)
     assert len(dead) == 1 and b"cannot stage this one" in dead[0][1][b"reason"]
-    assert b'"command_id":"stuck"' in dead[0][1][b"command"]
+    assert parse_command(dead[0][1][b"command"]).command_id == "stuck", "kept as it came"
     events = stream_events(client)
-    assert sorted(e.payload["orderId"] for e in events if str(e.type) != "command.refused") == ["o-a", "o-b"]
-    assert [(e.event_id, e.payload["owner"]) for e in events if str(e.type) == "command.refused"] == [
+    assert sorted(e.payload.order_id for e in events if str(e.type) != "command.refused") == ["o-a", "o-b"]
+    assert [(e.event_id, e.payload.owner) for e in events if str(e.type) == "command.refused"] == [
         ("stuck:refused", "t/fsg/C1")], "its owner is told"
     assert client.xpending(KEYS.commands, "matching-conductor")["pending"] == 0
     assert c.ready(), "serving again once the entry at fault is set aside"
@@ -390,7 +391,7 @@ def test_a_conductor_that_regains_the_lease_processes_what_its_predecessor_left_
     assert first.xreadgroup(GROUP, CONSUMER, {KEYS.commands: ">"}, count=10)
     time.sleep(0.4)
     assert b.step(block_ms=10) == 1, "b, taking the lease again, processes the pending command first"
-    assert [e.payload["orderId"] for e in stream_events(first)] == ["o-flight"]
+    assert [e.payload.order_id for e in stream_events(first)] == ["o-flight"]
     assert first.xpending(KEYS.commands, GROUP)["pending"] == 0
 
 
@@ -415,7 +416,7 @@ def test_after_a_failed_read_the_conductor_takes_its_own_pending_entries_first(v
     finally:
         valkey.resume()
     run_until_idle(c)
-    assert [e.payload["orderId"] for e in stream_events(client)] == ["o-lost", "o-after"]
+    assert [e.payload.order_id for e in stream_events(client)] == ["o-lost", "o-after"]
     assert client.xpending(KEYS.commands, GROUP)["pending"] == 0
 
 

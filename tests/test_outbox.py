@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import time
 
+import msgspec
 import pytest
 from redis.exceptions import RedisError
 
-from matching.contracts import Event, EventType, parse_event
+from matching.contracts import Event, parse_event
 from matching.keys import PartitionKeys
 from matching.outbox import GROUP, OutboxWorker, RedisStreamsPublisher, backoff_seconds, owner_routes
 from sessionstore.embedded import ValkeyProcess, standalone
+from tests.cell_helpers import accepted
 
 KEYS = PartitionKeys(0)
 INBOX = "{fix/fsg}/inbox"
@@ -21,7 +22,7 @@ DC = "{fix/dc}/inbox"
 def add_events(client, n: int, start: int = 0) -> list[str]:  # type: ignore[no-untyped-def]
     ids = []
     for i in range(start, start + n):
-        e = Event(f"cmd{i}:0", EventType.ORDER_ACCEPTED, 0, 0, f"cmd{i}", {"orderId": f"o{i}", "owner": "fix/fsg/C1"})
+        e = Event(f"cmd{i}:0", 0, 0, f"cmd{i}", accepted(f"o{i}", "fix/fsg/C1"))
         ids.append(client.xadd(KEYS.events, {"event": e.encode()}).decode())
     return ids
 
@@ -70,7 +71,7 @@ def test_events_reach_owner_and_drop_copy_inboxes_in_order_with_headers(valkey: 
         first = target.xrange(INBOX, count=1)[0][1]
         assert first[b"causationId"] == b"cmd0" and first[b"partition"] == b"0"
         assert first[b"x-partition-offset"].decode() == ids[0]
-        assert parse_event(first[b"event"]).payload["orderId"] == "o0"
+        assert parse_event(first[b"event"]).payload.order_id == "o0"
         assert cell.xlen(KEYS.events) == 0 and cell.hlen(KEYS.outbox_attempts) == 0  # acked, deleted
         assert w.metrics.published._value.get() == 250
 
@@ -147,8 +148,8 @@ def test_backoff_is_jittered_exponential_and_capped() -> None:
 
 
 def test_envelope_fields_are_what_consumers_dedupe_on() -> None:
-    e = Event("c1:0", EventType.DEAL_EXECUTED, 3, 19, "c1", {"price": 1})
-    assert json.loads(e.encode())["eventId"] == "c1:0"
+    e = Event("c1:0", 3, 19, "c1", accepted("o1", "fix/fsg/C1"))
+    assert msgspec.msgpack.decode(e.encode())["eventId"] == "c1:0"
     assert parse_event(e.encode()) == e
 
 

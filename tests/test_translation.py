@@ -6,10 +6,12 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+import msgspec
 import pytest
 
 from fixgw import translation as tr
-from matching.contracts import Event, EventType
+from fixgw.dispatcher import order_ids
+from matching.contracts import DealExecuted, Event, EventPayload, EventType
 from matching.domain import Cell
 from matching.instruments import InstrumentTable
 from tests.flows import TEST_INSTRUMENTS, random_flow
@@ -21,7 +23,7 @@ VERSIONS = ["FIX.4.2", "FIX.4.4", "FIXT.1.1"]
 def state(filled: int = 0, quantity: int = 10, notional: int = 0, **more: Any) -> dict[str, Any]:
     return {"orderId": "o1", "quantity": quantity, "filled": filled, "remaining": quantity - filled,
             "filledNotional": notional, "owner": "s", "clientOrderId": "C1", "side": "buy", "account": "A",
-            "price": 200, "type": "limit", "timeInForce": "GTC", **more}
+            "price": 200, "orderType": "limit", "timeInForce": "GTC", **more}
 
 
 def maker(filled: int, notional: int) -> dict[str, Any]:
@@ -52,7 +54,8 @@ CASES = [
                                                     "origClientOrderId": "C1"}, ("order",),
      {"FIX.4.2": ("9", None, "8"), "FIX.4.4": ("9", None, "8"), "FIXT.1.1": ("9", None, "8")}),
     ("command refused", EventType.COMMAND_REFUSED, {"responseTo": "place", "orderId": "o1", "owner": "s",
-                                                    "clientOrderId": "C1", "reason": "invalid-command: x"},
+                                                    "clientOrderId": "C1", "reason": "invalid-command: x",
+                                                    "commandId": "c1", "account": ""},
      ("order",), {"FIX.4.2": ("j", None, None), "FIX.4.4": ("j", None, None), "FIXT.1.1": ("j", None, None)}),
 ]
 
@@ -61,7 +64,8 @@ CASES = [
 @pytest.mark.parametrize("name,kind,payload,roles,expected", CASES, ids=[c[0] for c in CASES])
 def test_each_event_becomes_the_report_its_fix_version_defines(name: str, kind: EventType, payload: dict,
                                                                 roles: tuple, expected: dict, begin_string: str) -> None:
-    event = Event("e1", kind, 0, 0, "c1", payload)
+    event = Event("e1", 0, 0, "c1", msgspec.convert({**payload, "type": kind.value}, EventPayload))
+    assert event.type is kind
     out = tr.event_messages(event, {}, TABLE, begin_string, roles)
     assert len(out) == 1
     f = dict(out[0].fields)
@@ -88,11 +92,11 @@ def test_each_event_becomes_the_report_its_fix_version_defines(name: str, kind: 
 
 def owners(event: Event) -> dict[str, tuple[str, ...]]:
     p = event.payload
-    parts = {"maker": p["maker"], "taker": p["taker"]} if "maker" in p else {"order": p}
+    parts: dict[str, Any] = {"maker": p.maker, "taker": p.taker} if isinstance(p, DealExecuted) else {"order": p}
     out: dict[str, list[str]] = {}
     for role, s in parts.items():
-        if s.get("owner"):
-            out.setdefault(s["owner"], []).append(role)
+        if s.owner:
+            out.setdefault(s.owner, []).append(role)
     return {o: tuple(r) for o, r in out.items()}
 
 
@@ -105,10 +109,10 @@ def test_reports_of_random_flows_keep_cum_leaves_avgpx_and_execid_invariants(see
     fills: dict[tuple[str, str], list[tuple[Decimal, Decimal]]] = {}
     reports = 0
     for cmd in random_flow(seed, 600):
-        for n, (kind, payload) in enumerate(cell.apply(cmd).events):
-            event = Event(f"{cmd.command_id}:{n}", kind, 0, cmd.pair_id, cmd.command_id, payload)
+        for n, payload in enumerate(cell.apply(cmd).events):
+            event = Event(f"{cmd.command_id}:{n}", 0, cmd.pair_id, cmd.command_id, payload)
             for owner, roles in owners(event).items():
-                ids = [event.payload[r]["orderId"] for r in roles] if "maker" in payload else [payload["orderId"]]
+                ids = order_ids(event, roles)
                 known = {oid: views.get((owner, oid)) for oid in ids}
                 for out in tr.event_messages(event, known, TABLE, begin_string, roles):
                     key = (owner, out.inbox_id)
