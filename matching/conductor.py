@@ -27,6 +27,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -366,6 +367,8 @@ class Conductor:
 
         staged: list[StagedCommand] = []
         seen: set[str] = set()
+        counted: Counter[tuple[str, str]] = Counter()  # metrics, counted per batch
+        created: Counter[str] = Counter()
         for cmd in commands:
             if processed.get(cmd.command_id) is not None or cmd.command_id in seen:
                 self.metrics.duplicate_commands.inc()
@@ -389,10 +392,14 @@ class Conductor:
                 accepted_by[accepted] = cmd.command_id.encode()  # a second place in this batch is a duplicate
             staged.append(StagedCommand(cmd.command_id, outcome.result([e.event_id for _, e in events]),
                                         list(outcome.changes.values()), events, accepted))
-            self.metrics.command(cmd.kind, outcome.status)
-            for _, e in events:
-                self.metrics.event(str(e.type))
+            counted[(cmd.kind, outcome.status)] += 1
+            for payload in outcome.events:
+                created[payload.event_type.value] += 1
 
+        for (kind, status), n in counted.items():
+            self.metrics.command(kind, status, n)
+        for event_type, n in created.items():
+            self.metrics.event(event_type, n)
         self._point("before-exec")
         self._commit(staged, dead)
         self._point("after-durability")

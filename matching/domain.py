@@ -107,6 +107,13 @@ class Order:
                 self.owner, self.client_order_id, self.side, self.account, self.price, self.order_type,
                 self.time_in_force)
 
+    def filled_by(self, qty: int, price: int) -> Order:
+        """This order after a fill of ``qty`` at ``price`` (the matching loop's hot path:
+        a direct construction, not ``dataclasses.replace``)."""
+        return Order(self.order_id, self.pair_id, self.side, self.order_type, self.time_in_force, self.price,
+                     self.quantity, self.remaining - qty, self.priority, self.post_only, self.account, self.owner,
+                     self.client_order_id, self.filled_notional + price * qty)
+
     def state(self) -> OrderState:
         return OrderState(*self.cum())
 
@@ -331,8 +338,8 @@ class Cell:
             qty = min(taker.remaining, maker.remaining)
             price = maker.price
             assert price is not None
-            new_maker = replace(maker, remaining=maker.remaining - qty, filled_notional=maker.filled_notional + price * qty)
-            taker = replace(taker, remaining=taker.remaining - qty, filled_notional=taker.filled_notional + price * qty)
+            new_maker = maker.filled_by(qty, price)
+            taker = taker.filled_by(qty, price)
             if new_maker.remaining:
                 book.update_in_place(new_maker)
                 out.record(maker, new_maker)

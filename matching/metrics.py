@@ -5,6 +5,8 @@ A healthy aggregate hides one stalled market, so nothing here is summed across p
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 
@@ -26,15 +28,23 @@ class ConductorMetrics:
         self.lease_owned = Gauge("matching_conductor_lease_owned", "1 while this conductor holds the lease",
                                  ["partition"], registry=r).labels(p)
         self.partition = p
+        self._children: dict[tuple[str, ...], Any] = {}  # labels() costs more than inc(): once per label set
 
-    def command(self, kind: str, status: str) -> None:
-        self.commands.labels(self.partition, kind, status).inc()
+    def _child(self, metric: Counter, *labels: str) -> Any:
+        key = (metric._name, *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(self.partition, *labels)
+        return child
+
+    def command(self, kind: str, status: str, n: int = 1) -> None:
+        self._child(self.commands, kind, status).inc(n)
 
     def failure(self, reason: str) -> None:
-        self.failures.labels(self.partition, reason).inc()
+        self._child(self.failures, reason).inc()
 
-    def event(self, kind: str) -> None:
-        self.events.labels(self.partition, kind).inc()
+    def event(self, kind: str, n: int = 1) -> None:
+        self._child(self.events, kind).inc(n)
 
 
 class OutboxMetrics:

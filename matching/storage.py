@@ -18,7 +18,7 @@ from typing import Any, cast
 import hiredis
 from redis.exceptions import ResponseError, WatchError
 
-from sessionstore.connection import RedisClient, is_cluster, standalone_pool, text
+from sessionstore.connection import RedisClient, is_cluster, read_replies, standalone_pool, text
 
 from .contracts import CommandResult, Event, OrderType, Side, TimeInForce
 from .domain import Cell, Change, Order
@@ -199,19 +199,13 @@ def commit_fenced(client: RedisClient, keys: PartitionKeys, token: str, commands
             conn.read_response()
             raise FencedOut(f"lease held by {holder!r}")
         parts = [pack("MULTI")]
-        parts += [pack(*(str(a) if isinstance(a, int) else a for a in c)) for c in commands]
+        parts += [hiredis.pack_command(c) for c in commands]  # str, bytes and int arguments as they are
         parts.append(pack("EXEC"))
         conn.send_packed_command([b"".join(parts)])
-        queued_errors = []
-        for _ in range(len(commands) + 1):  # +OK for MULTI, +QUEUED for each command
-            try:
-                conn.read_response()
-            except ResponseError as exc:
-                queued_errors.append(exc)
-        try:
-            result = conn.read_response()
-        except ResponseError as exc:  # EXECABORT: a command was refused while queueing
-            result = exc
+        # +OK for MULTI, +QUEUED for each command, then EXEC's reply (an EXECABORT error
+        # when a command was refused while queueing)
+        *queued, result = read_replies(conn, len(commands) + 2)
+        queued_errors = [r for r in queued if isinstance(r, ResponseError)]
         waited = None
         if waitaof is not None and isinstance(result, list):
             def on_conn(*args: Any) -> Any:

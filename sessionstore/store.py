@@ -30,7 +30,7 @@ from .codec import (
     encode_seq_field,
     encode_state_field,
 )
-from .connection import RedisClient, hash_of_bytes, is_cluster, standalone_pool, text_or_none
+from .connection import RedisClient, hash_of_bytes, is_cluster, read_replies, standalone_pool, text_or_none
 from .errors import (
     FencedWrite,
     NotReplicated,
@@ -189,13 +189,7 @@ class SessionStore:
             def round_trip(todo: list[Call]) -> list[Any]:
                 conn.send_packed_command([b"".join(hiredis.pack_command(cast(Any, c)) for c in todo)],
                                          check_health=False)  # (hiredis's stub types the argument as a 1-tuple)
-                out = []
-                for _ in todo:
-                    try:
-                        out.append(conn.read_response())
-                    except ResponseError as exc:  # keep reading: the connection stays in step
-                        out.append(exc)
-                return out
+                return read_replies(conn, len(todo))  # an error reply is kept in place: in step
 
             # redis-py's own retry on a dropped connection (the scripts recognise a replay).
             replies = conn.retry.call_with_retry(lambda: round_trip(calls), lambda _: conn.disconnect())
