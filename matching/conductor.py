@@ -6,10 +6,13 @@ stream through a consumer group, its own pending entries first (a predecessor's
 unacknowledged work is redelivered to it). For each batch: validate and route-check
 (1, 2), look up processed-command and accepted-order records (3, 4), match against the
 in-memory mirror of the book (5–7; safe because nobody else writes), stage every change,
-event and dedup record into one MULTI/EXEC (8), wait for durability, then XACK (9).
-Any failure between reading and acknowledging leaves the entries pending and marks the
-mirror stale; the next step rebuilds it from Redis, and redelivery finds the
-processed-command record if the commit had landed. Batching many commands into one
+event and dedup record into one MULTI/EXEC (8) that also acknowledges the batch's entries
+(XACK, step 9: the stream lives on the partition's own hash tag, so the acknowledgement and
+the records it stands for are one atomic unit, replicated together), then wait for
+durability. Any failure before the commit leaves the entries pending and marks the mirror
+stale; the next step rebuilds it from Redis. A failover that loses the commit loses its
+acknowledgement with it, and the entries are pending again; redelivery by any other path
+finds the processed-command record. Batching many commands into one
 transaction with one WAITAOF is the group commit; results equal one-at-a-time.
 
 Poison: one bad command must never stop the partition. An entry that cannot be read is
@@ -84,7 +87,8 @@ class LeaseLost(Exception):
 
 
 class DurabilityFailed(Exception):
-    """WAITAOF did not confirm the policy in time; the batch stays unacknowledged."""
+    """WAITAOF did not confirm the policy in time: the batch (and its acknowledgement) may not
+    survive a failover; the mirror is rebuilt from what the datastore holds."""
 
 
 class PoisonCommand(Exception):
@@ -401,9 +405,10 @@ class Conductor:
         for event_type, n in created.items():
             self.metrics.event(event_type, n)
         self._point("before-exec")
-        self._commit(staged, dead)
+        acked = self._commit(staged, dead, [entry_id for entry_id, _ in entries])
         self._point("after-durability")
-        self.client.xack(self.keys.commands, GROUP, *[entry_id for entry_id, _ in entries])
+        if not acked:  # nothing to commit (duplicates only): acknowledged once durable, on their own
+            self.client.xack(self.keys.commands, GROUP, *[entry_id for entry_id, _ in entries])
         for cmd in commands:
             self._poison.pop(cmd.command_id, None)  # recorded as processed now: never seen again
 
@@ -420,12 +425,14 @@ class Conductor:
             log.exception("partition %d: the cell failed on command %s", self.partition, cmd.command_id)
             raise PoisonCommand(f"command {cmd.command_id} failed: {type(exc).__name__}: {exc}") from exc
 
-    def _commit(self, staged: list[StagedCommand], dead: list[DeadCommand]) -> None:
-        """Step 8 and the durability wait: one MULTI/EXEC for the batch, fenced, then WAITAOF."""
+    def _commit(self, staged: list[StagedCommand], dead: list[DeadCommand], entry_ids: list[bytes]) -> bool:
+        """Step 8 and the durability wait: one MULTI/EXEC for the batch, fenced, acknowledging
+        its entries, then WAITAOF. Returns whether the entries were acknowledged."""
         assert self.cell is not None
         d = self.durability
         waitaof = None if d.is_memory else (d.local_fsyncs, d.replica_fsyncs, d.timeout_ms)
-        commands = commit_commands(self.keys, staged, self.cell.next_priority, dead) if staged or dead else []
+        commands = commit_commands(self.keys, staged, self.cell.next_priority, dead,
+                                   (GROUP, entry_ids)) if staged or dead else []
         try:
             if commands:
                 waited = commit_fenced(self.client, self.keys, self.token, commands, waitaof)
@@ -441,6 +448,7 @@ class Conductor:
             self.metrics.failure("durability")
             raise DurabilityFailed(f"WAITAOF {d.local_fsyncs} {d.replica_fsyncs} {d.timeout_ms} confirmed "
                                    f"local={waited[0]} replicas={waited[1]}")
+        return bool(commands)
 
 
 def recorded_partition_count(client: RedisClient, partition: int) -> int | None:

@@ -94,8 +94,14 @@ class DeadCommand:
 
 
 def commit_commands(keys: PartitionKeys, staged: list[StagedCommand], next_priority: int,
-                    dead: Iterable[DeadCommand] = ()) -> list[tuple[Any, ...]]:
-    """Every write of a batch, in order, as Redis commands for one MULTI/EXEC. Pure: no I/O."""
+                    dead: Iterable[DeadCommand] = (), ack: tuple[str, list[bytes]] | None = None
+                    ) -> list[tuple[Any, ...]]:
+    """Every write of a batch, in order, as Redis commands for one MULTI/EXEC. Pure: no I/O.
+
+    ``ack`` (consumer group, entry ids): the batch's command entries are acknowledged in the
+    same transaction, so the acknowledgement and the processed-command records are one unit —
+    what a failover keeps of one it keeps of the other (an unacknowledged entry whose record
+    survived is a duplicate on redelivery; one whose record was lost is pending again)."""
     out: list[tuple[Any, ...]] = []
     for d in dead:  # auto ids: a replayed transaction may copy one twice, which is harmless
         out.append(("XADD", keys.commands_dead_letter, "*", "x-original-id", d.entry_id, "reason", d.reason,
@@ -130,6 +136,8 @@ def commit_commands(keys: PartitionKeys, staged: list[StagedCommand], next_prior
     if records:
         out.append(("MSET", *records))
     out.append(("HSET", keys.meta, "nextPriority", next_priority))
+    if ack is not None and ack[1]:
+        out.append(("XACK", keys.commands, ack[0], *ack[1]))
     return out
 
 
