@@ -41,14 +41,14 @@ from typing import Any, Protocol
 
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
-from sessionstore.connection import RedisClient
+from sessionstore.connection import RedisClient, is_cluster, round_trip
 from sessionstore.lease import Lease
 
 from .config import LEASE_TTL_MS, Durability
 from .contracts import ContractError, Event, parse_event
 from .keys import PartitionKeys, publisher_fence
 from .metrics import OutboxMetrics
-from .storage import durable_barrier, read_group
+from .storage import durable_barrier, read_group, read_group_command, read_group_entries
 
 log = logging.getLogger("matching.outbox")
 
@@ -154,16 +154,16 @@ class RedisStreamsPublisher:
         """One round trip; returns the streams that refused us as fenced."""
         if not by_stream:
             return []
-        pipe = self.client.pipeline(transaction=False)
+        calls: list[tuple[Any, ...]] = []
         streams = list(by_stream)
         for stream in streams:
             args: list[str | int | bytes] = [self._partition, self._epochs.get(stream, "new")]
             for d in by_stream[stream]:
                 args += [d.event.event_id, d.event.command_id, d.stream_id, d.body]
             # EVALSHA by hand: redis-py's Script in a pipeline asks SCRIPT EXISTS on every execute
-            pipe.evalsha(self._script.sha, 2, stream, publisher_fence(stream), *args)
+            calls.append(("EVALSHA", self._script.sha, 2, stream, publisher_fence(stream), *args))
         try:
-            replies = pipe.execute(raise_on_error=False)
+            replies = round_trip(self.client, calls)
         except RedisError as exc:
             raise PublishError(f"publish failed: {exc}") from exc
         if any(isinstance(r, NoScriptError) for r in replies):
@@ -218,6 +218,10 @@ class OutboxWorker:
         self._attempt = 0
         self._next_claim = 0.0  # XAUTOCLAIM at most once a second: idle entries age in tens of seconds
         self._own_pending = True  # unknown at start; known empty once a read of "0" returns nothing
+        # The next batch, read in the same round trip as the last one's acknowledgement. Those
+        # entries are in our pending list already: whenever own pending is read instead, they
+        # come with it, in stream order, so dropping this list never loses one.
+        self._prefetched: list[tuple[bytes, dict[bytes, bytes] | None]] = []
         self._claim_all = True  # on taking the lease: every pending entry of the group becomes ours
         self._next_gauges = 0.0
         self.durability = durability or Durability.named("memory")
@@ -282,10 +286,14 @@ class OutboxWorker:
                 self._own_pending = True
             self._claim_all = False
             self._next_claim = time.monotonic() + 1.0
+        retried = False  # entries read again may have attempt counters (ours or a predecessor's)
+        prefetched, self._prefetched = self._prefetched, []
         if self._own_pending:
             # 3. our own pending (a failed or claimed batch) before anything new
             entries = read_group(self.client, GROUP, self.consumer, self.keys.events, "0", self.read_count)
-            self._own_pending = bool(entries)
+            self._own_pending = retried = bool(entries)
+        elif prefetched:
+            entries = prefetched
         if not entries:
             # sent once (``read_group``): a lost reply raises, and own pending is read first
             entries = read_group(self.client, GROUP, self.consumer, self.keys.events, ">", self.read_count, block_ms)
@@ -294,7 +302,7 @@ class OutboxWorker:
             self._next_gauges = time.monotonic() + 1.0
         if not entries:
             return 0
-        return self._deliver(entries)
+        return self._deliver(entries, retried)
 
     def _claim(self, min_idle_ms: int) -> int:
         """XAUTOCLAIM every entry pending for longer than ``min_idle_ms`` to this consumer."""
@@ -323,7 +331,7 @@ class OutboxWorker:
         self.retry_at = time.monotonic() + 0.2
         return False
 
-    def _deliver(self, entries: list[tuple[bytes, dict[bytes, bytes] | None]]) -> int:
+    def _deliver(self, entries: list[tuple[bytes, dict[bytes, bytes] | None]], retried: bool = True) -> int:
         deliveries: list[Delivery] = []
         for entry_id, fields in entries:
             sid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
@@ -345,16 +353,32 @@ class OutboxWorker:
             self._own_pending = True
             self._failed(deliveries, exc)
             return 0
-        tx = self.client.pipeline(transaction=True)
-        ids = [d.stream_id for d in deliveries]
-        tx.xack(self.keys.events, GROUP, *ids)
-        tx.xdel(self.keys.events, *ids)
-        tx.hdel(self.keys.outbox_attempts, *[d.event.event_id for d in deliveries])
-        tx.execute()
+        self._acknowledge(deliveries, retried)
         self._attempt = 0
         self.retry_at = 0.0
         self.metrics.published.inc(len(deliveries))
         return len(deliveries)
+
+    def _acknowledge(self, deliveries: list[Delivery], retried: bool) -> None:
+        """XACK + XDEL (+ HDEL of attempt counters) in one MULTI; on a standalone or Sentinel
+        datastore the next batch is read in the same round trip (one round trip a batch fewer)."""
+        ids = [d.stream_id for d in deliveries]
+        acks: list[tuple[Any, ...]] = [("XACK", self.keys.events, GROUP, *ids), ("XDEL", self.keys.events, *ids)]
+        if retried or self._attempt:  # attempt counters exist only for entries delivered before
+            acks.append(("HDEL", self.keys.outbox_attempts, *[d.event.event_id for d in deliveries]))
+        if is_cluster(self.client) or self._own_pending:
+            round_trip(self.client, acks, transaction=True)
+            return
+        read = read_group_command(GROUP, self.consumer, self.keys.events, ">", self.read_count)
+        *queued, result, entries = round_trip(self.client, [("MULTI",), *acks, ("EXEC",), read])
+        if not isinstance(result, list):  # the acknowledgement failed; what was read is pending: read again
+            self._own_pending = True
+            raise ResponseError(f"acknowledgement failed: {result}; "
+                                f"{[q for q in queued if isinstance(q, Exception)][:1]}")
+        if isinstance(entries, Exception):
+            self._own_pending = True
+            return
+        self._prefetched = read_group_entries(entries)
 
     def _dead_letter(self, stream_id: str, fields: dict[bytes, bytes], why: str) -> None:
         log.error("partition %d: entry %s is not a valid envelope (%s); moved to %s", self.partition, stream_id,

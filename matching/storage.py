@@ -155,10 +155,7 @@ def read_group(client: RedisClient, group: str, consumer: str, stream: str, star
     on out of order. Here a lost reply raises instead, and the caller reads its pending list
     (``0``) first. A Cluster goes through redis-py's client (its node routing).
     """
-    args: list[Any] = ["XREADGROUP", "GROUP", group, consumer, "COUNT", count]
-    if block_ms is not None:
-        args += ["BLOCK", block_ms]
-    args += ["STREAMS", stream, start]
+    args = read_group_command(group, consumer, stream, start, count, block_ms)
     if is_cluster(client):
         reply: Any = client.xreadgroup(group, consumer, {stream: start}, count=count, block=block_ms)
         return reply[0][1] if reply else []
@@ -172,6 +169,19 @@ def read_group(client: RedisClient, group: str, consumer: str, stream: str, star
         raise
     finally:
         pool.release(conn)
+    return read_group_entries(raw)
+
+
+def read_group_command(group: str, consumer: str, stream: str, start: str, count: int,
+                       block_ms: int | None = None) -> tuple[Any, ...]:
+    args: list[Any] = ["XREADGROUP", "GROUP", group, consumer, "COUNT", count]
+    if block_ms is not None:
+        args += ["BLOCK", block_ms]
+    return (*args, "STREAMS", stream, start)
+
+
+def read_group_entries(raw: Any) -> list[tuple[bytes, dict[bytes, bytes] | None]]:
+    """The entries of a raw XREADGROUP reply of one stream (a deleted entry's fields are None)."""
     if not raw:
         return []
     entries = next(iter(raw.values())) if isinstance(raw, dict) else raw[0][1]  # RESP3 map, RESP2 list
