@@ -273,7 +273,7 @@ class Conductor:
                 if not self.step(block_ms) and not self.has_lease:
                     stop.wait(1.0)
             except (RedisError, DurabilityFailed, LeaseLost) as exc:
-                log.error("partition %d: %s: %s; batch left pending, mirror will be rebuilt",
+                log.error("partition %d: %s: %s; batch not confirmed (pending unless its commit landed), mirror will be rebuilt",
                           self.partition, type(exc).__name__, exc)
                 self.cell = None
                 stop.wait(0.2)
