@@ -45,6 +45,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.http_port is not None:
         overrides["http_port"] = args.http_port
     settings, store_settings, matching = load_gateway(args.config, overrides)
+    if args.transport == "rabbitmq" and matching.transport != "rabbitmq":
+        matching = matching.model_copy(update={"transport": "rabbitmq", "amqp_url": matching.amqp_url or args.amqp_url,
+                                               "amqp_password_env": matching.amqp_password_env or args.amqp_password_env})
+        try:
+            matching.broker_url()  # as loading the setting would check it: no password in the URL, the variable set
+        except ValueError as exc:
+            raise ConfigError(f"--transport rabbitmq: {exc}") from None
     data_dir = Path(args.data_dir or emb.get("data_dir", "var/valkey"))
     port = args.port if args.port is not None else int(emb.get("port", 6479))
     aof = bool(emb.get("aof", True))
@@ -62,11 +69,20 @@ def cmd_up(args: argparse.Namespace) -> int:
         env = {**os.environ, "REDIS_URL": server.url, "MATCHING_PARTITION_COUNT": str(matching.partition_count),
                "MATCHING_INSTRUMENTS": str(matching.instruments), "PYTHONPATH": str(ROOT)}
         also = [f"--also={GatewayKey(store_settings.namespace, 'dc').inbox_stream}"] if "dc" in settings.kinds() else []
+        if matching.transport == "rabbitmq":  # commands and events through the broker
+            also = []
+            env.update({"MATCHING_TRANSPORT": "rabbitmq", "MATCHING_AMQP_URL": str(matching.amqp_url),
+                        "MATCHING_AMQP_EXCHANGE": matching.amqp_exchange})
+            if matching.amqp_password_env:
+                env["MATCHING_AMQP_PASSWORD_ENV"] = matching.amqp_password_env
+            if matching.amqp_password_file:
+                env["MATCHING_AMQP_PASSWORD_FILE"] = str(matching.amqp_password_file)
         for p in range(matching.partition_count):
             penv = {**env, "MATCHING_PARTITION": str(p)}
             children.append(subprocess.Popen([sys.executable, "-m", "matching", "conductor"], env=penv))
             children.append(subprocess.Popen([sys.executable, "-m", "matching", "outbox", *also], env=penv))
-        print(f"fixgw: {matching.partition_count} matching partitions (conductor + outbox each)", flush=True)
+        print(f"fixgw: {matching.partition_count} matching partitions (conductor + outbox each), transport "
+              f"{matching.transport}", flush=True)
         print(f"fixgw: FIX acceptor on {settings.host}:{settings.port}, TargetCompID={settings.sender_comp_id}; "
               "sessions: " + ", ".join(f"{s.target_comp_id} ({s.begin_string}, {s.kind})" for s in settings.session),
               flush=True)
@@ -136,6 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--data-dir", default=None, help="embedded Valkey data directory")
     up.add_argument("--fix-port", type=int, default=None, help="override [gateway] port")
     up.add_argument("--http-port", type=int, default=None, help="override [gateway] http_port")
+    up.add_argument("--transport", choices=["redis-streams", "rabbitmq"], default=None,
+                    help="override [matching] transport (rabbitmq: commands and events through the broker)")
+    up.add_argument("--amqp-url", default="amqp://guest@127.0.0.1:5672/",
+                    help="with --transport rabbitmq and no [matching] amqp_url: the broker (no password here)")
+    up.add_argument("--amqp-password-env", default="FIXGW_AMQP_PASSWORD",
+                    help="with --transport rabbitmq: the environment variable holding the broker password")
     up.set_defaults(func=cmd_up)
     gw = sub.add_parser("gateway", help="run the FIX acceptor (standby until it holds the dispatcher lock)")
     gw.add_argument("--config", default=str(DEFAULT_CONFIG), help="TOML configuration")

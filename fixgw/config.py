@@ -118,9 +118,29 @@ class MatchingLink(BaseModel):
     inbox_retention: Duration = "1h"  # type: ignore[assignment]
     retention_interval: Duration = "60s"  # type: ignore[assignment]  # how often the gateway's retention pass runs
     partition: list[PartitionEndpoint] = Field(default_factory=list)  # default: the session store's datastore
+    # How commands reach the cells and events come back (README, transports). rabbitmq: commands
+    # to the quorum queues matching:commands.pN, events from the topic exchange through one
+    # queue per gateway kind into the inbox streams. The password never sits in the URL.
+    transport: Literal["redis-streams", "rabbitmq"] = "redis-streams"
+    amqp_url: str | None = None  # amqp://user@host:5672/vhost
+    amqp_password_env: str | None = None  # the environment variable holding the password
+    amqp_password_file: Path | None = None  # or a file holding it
+    amqp_exchange: str = "matching.events"
+
+    def broker_url(self) -> str:
+        """The AMQP URL with its password from the environment or the file (checked at load)."""
+        from matching.amqp import amqp_url_with_password
+
+        assert self.amqp_url is not None
+        return amqp_url_with_password(self.amqp_url, self.amqp_password_env,
+                                      str(self.amqp_password_file) if self.amqp_password_file else None)
 
     @model_validator(mode="after")
     def _partitions(self) -> MatchingLink:
+        if self.transport == "rabbitmq":
+            if not self.amqp_url:
+                raise ValueError('transport = "rabbitmq" needs amqp_url (amqp://user@host:5672/vhost)')
+            self.broker_url()  # refuses a password in the URL, an unset variable, an unreadable file
         seen = [p.index for p in self.partition]
         if len(set(seen)) != len(seen):
             raise ValueError(f"[[matching.partition]] index repeats: {seen}")

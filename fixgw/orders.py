@@ -29,11 +29,13 @@ from typing import Any
 import quickfix as fix
 from redis.exceptions import RedisError
 
+from matching.amqp import AmqpCommandPublisher, AmqpInboxBridge, AmqpLink, AmqpUnavailable, inbox_queue
 from matching.conductor import command_entry, recorded_partition_count, submit
 from matching.contracts import CancelOrder, Command, command_json, parse_command, partition_of
 from matching.instruments import InstrumentTable
 from sessionstore import SessionKey, SessionStore, StoreError, connect
-from sessionstore.connection import RedisClient, check_credentials, is_cluster
+from sessionstore.connection import RedisClient, check_credentials, is_cluster, round_trip
+from sessionstore.keys import GatewayKey
 from sessionstore.settings import ConfigError
 from sessionstore.store import claimed
 
@@ -72,6 +74,28 @@ class CommandRouter:
         submit(self.clients[command.partition], command, self.partition_count)
 
 
+class AppendFailed(Exception):
+    """A command the transport did not confirm (the broker unreachable, a nack, a return)."""
+
+
+class AmqpCommandRouter:
+    """``transport = "rabbitmq"``: each command to its partition's quorum queue, confirmed by
+    the broker. Nothing is colocated with the session store: the claim is written first and a
+    command the broker does not confirm is held (``HeldCommands``), as for a remote datastore."""
+
+    colocated: frozenset[int] = frozenset()
+
+    def __init__(self, publisher: Any, partition_count: int) -> None:
+        self.publisher = publisher
+        self.partition_count = partition_count
+
+    def publish_command(self, command: Command) -> None:
+        try:
+            self.publisher.publish([command])
+        except Exception as exc:  # noqa: BLE001 (whatever the broker did, the command is not appended)
+            raise AppendFailed(f"{type(exc).__name__}: {exc}") from exc
+
+
 class HeldCommands:
     """Commands whose append to a partition failed, or whose outcome is unknown (a timeout
     after the write): republished in order until the datastore takes them. Safe because a
@@ -86,7 +110,7 @@ class HeldCommands:
     are the claimed-but-unanswered orders the client sees as pending (README, order path).
     """
 
-    def __init__(self, router: CommandRouter, retry_s: float = 0.2, max_retry_s: float = 2.0) -> None:
+    def __init__(self, router: CommandRouter | AmqpCommandRouter, retry_s: float = 0.2, max_retry_s: float = 2.0) -> None:
         self._router = router
         self._held: dict[int, deque[Command]] = {}
         self._cond = threading.Condition()
@@ -104,7 +128,7 @@ class HeldCommands:
         try:
             self._router.publish_command(command)
             return True
-        except (StoreError, RedisError) as exc:
+        except (StoreError, RedisError, AppendFailed) as exc:
             log.error("command %s to partition %d not appended (%s): held, republished until it is",
                       command.command_id, command.partition, exc)
             with self._cond:
@@ -135,7 +159,7 @@ class HeldCommands:
             for partition, command in heads:
                 try:
                     self._router.publish_command(command)
-                except (StoreError, RedisError) as exc:
+                except (StoreError, RedisError, AppendFailed) as exc:
                     log.warning("held command %s for partition %d: still not appended: %s",
                                 command.command_id, partition, exc)
                     continue
@@ -179,8 +203,13 @@ class OrderEntryBehaviour:
                 # Routing by a different count would send orders to partitions that do not own their pair.
                 raise ConfigError(f"[matching] partition_count = {link.partition_count}, but partition {p} "
                                   f"was booted with MATCHING_PARTITION_COUNT={recorded}")
-        colocated = frozenset(p for p, c in clients.items() if c is gateway.client and not is_cluster(c))
-        self.router = CommandRouter(clients, link.partition_count, colocated)
+        self.bridges: list[AmqpInboxBridge] = []
+        self.router: CommandRouter | AmqpCommandRouter
+        if link.transport == "rabbitmq":
+            self.router = self._broker_router(gateway)
+        else:
+            colocated = frozenset(p for p, c in clients.items() if c is gateway.client and not is_cluster(c))
+            self.router = CommandRouter(clients, link.partition_count, colocated)
         self.held = HeldCommands(self.router)
         for cfg in gateway.settings.session:
             if cfg.cancel_on_disconnect:  # a client whose connection died with the previous gateway
@@ -190,13 +219,36 @@ class OrderEntryBehaviour:
         self.dispatcher = Dispatcher(self, gateway)
         self.dispatcher.start()
 
+    def _broker_router(self, gateway: Any) -> AmqpCommandRouter:
+        """Commands to the broker; events from it into each kind's inbox stream (``AmqpInboxBridge``).
+        An unreachable broker stops the start with the reason."""
+        link = gateway.matching
+        self.amqp = AmqpLink(link.broker_url(), f"fixgw-{self.namespace}")
+        try:
+            self.amqp.connect()
+        except AmqpUnavailable as exc:
+            raise ConfigError(f"{exc} ([matching] amqp_url)") from None
+        for kind in gateway.settings.kinds():
+            stream = GatewayKey(self.namespace, kind).inbox_stream
+
+            def write(entries: list[dict[str, bytes | str]], stream: str = stream) -> None:
+                round_trip(gateway.client, [("XADD", stream, "*", *[x for kv in e.items() for x in kv]) for e in entries])
+
+            bridge = AmqpInboxBridge(self.amqp, link.amqp_exchange, inbox_queue(self.namespace, kind), write)
+            bridge.start()
+            self.bridges.append(bridge)
+        return AmqpCommandRouter(AmqpCommandPublisher(self.amqp, link.partition_count), link.partition_count)
+
     def problems(self) -> list[str]:
         """For /ready: the dispatcher thread must be running while the gateway is active."""
         if self.dispatcher is not None and not self.dispatcher.is_alive() and not self.dispatcher.stop.is_set():
             return ["event dispatcher stopped"]
-        return self.held.problems() if self.dispatcher is not None else []
+        bridges = [b.problem for b in getattr(self, "bridges", []) if b.problem]
+        return bridges + self.held.problems() if self.dispatcher is not None else []
 
     def stop(self) -> None:
+        for bridge in getattr(self, "bridges", []):
+            bridge.stop()
         if self.dispatcher is not None:
             self.held.stop()
             self.dispatcher.stop.set()
@@ -240,7 +292,7 @@ class OrderEntryBehaviour:
                                      reason="cancel-on-disconnect")
                 self.held.publish(cancel)
                 sent += 1
-        except (StoreError, RedisError) as exc:
+        except (StoreError, RedisError, AppendFailed) as exc:
             log.error("%s: cancel-on-disconnect failed after %d cancels: %s", key, sent, exc)
         self.gateway.metrics.canceled_on_disconnect.labels(str(key)).inc(sent)
         log.info("%s: cancel-on-disconnect: %d open orders canceled", key, sent)

@@ -18,13 +18,14 @@ from sessionstore.connection import check_credentials, connect
 from sessionstore.keys import GatewayKey
 from sessionstore.settings import ConfigError
 
+from .amqp import AmqpCommandSource, AmqpEventPublisher, AmqpLink, AmqpUnavailable
 from .conductor import BootRefused, Conductor
 from .config import CellSettings, load_cell_settings
 from .http import CellHttp
 from .instruments import InstrumentTable
 from .keys import PartitionKeys
 from .metrics import ConductorMetrics, OutboxMetrics
-from .outbox import OutboxWorker, RedisStreamsPublisher, owner_routes
+from .outbox import OutboxWorker, Publisher, RedisStreamsPublisher, owner_routes
 from .storage import reconcile
 
 log = logging.getLogger("matching")
@@ -54,6 +55,18 @@ def _partition(settings: CellSettings) -> int:
     return settings.partition
 
 
+def broker_link(settings: CellSettings, role: str) -> AmqpLink | None:
+    """The broker connection of a ``rabbitmq`` cell, connected now: unreachable stops the process."""
+    if settings.transport != "rabbitmq":
+        return None
+    link = AmqpLink(settings.broker_url(), f"{role}-p{_partition(settings)}")
+    try:
+        link.connect()
+    except AmqpUnavailable as exc:
+        raise ConfigError(f"{exc} (MATCHING_AMQP_URL)") from None
+    return link
+
+
 def build_conductor(settings: CellSettings) -> Conductor:
     partition = _partition(settings)
     endpoint = settings.endpoint()
@@ -62,17 +75,21 @@ def build_conductor(settings: CellSettings) -> Conductor:
                                                                                           "maxIdle": 1})}),
                      client_name=f"conductor-p{partition}")
     table = InstrumentTable.load(settings.instruments)
+    link = broker_link(settings, "conductor")
+    source = AmqpCommandSource(link, partition, prefetch=settings.batch_size) if link is not None else None
     return Conductor(client, partition=partition, partition_count=settings.partition_count,
                      instruments=table.by_pair, durability=settings.durability_policy, stp_mode=settings.stp_mode,
                      batch_size=settings.batch_size, metrics=ConductorMetrics(partition),
                      lease_ttl_ms=settings.lease_ttl_ms, lease_renew_s=settings.lease_ttl_ms / 3000,
-                     command_retention_ms=settings.command_retention_ms)
+                     command_retention_ms=settings.command_retention_ms, source=source)
 
 
 def run_conductor(settings: CellSettings) -> int:
     conductor = build_conductor(settings)
     check_credentials(conductor.client, settings.endpoint(), "matching (REDIS_USERNAME, REDIS_PASSWORD_ENV)")
     conductor.boot()
+    if conductor.source is not None:  # a standby's consumer waits: single active consumer
+        conductor.source.restart()
     control = connect(settings.endpoint(), client_name=f"conductor-p{conductor.partition}-http")
     http = CellHttp(settings.http_port, conductor.metrics.registry, conductor.ready,
                     lambda pair: reconcile(control, conductor.keys, pair)).start()
@@ -93,7 +110,10 @@ def run_outbox(settings: CellSettings, target_url: str | None, also: list[str]) 
         namespace, gateway, *_ = owner.split("/")
         return GatewayKey(namespace, gateway).inbox_stream
 
-    worker = OutboxWorker(data, control, partition, RedisStreamsPublisher(target, owner_routes(inbox_of, also)),
+    link = broker_link(settings, "outbox")
+    publisher: Publisher = (AmqpEventPublisher(link, settings.amqp_exchange) if link is not None
+                            else RedisStreamsPublisher(target, owner_routes(inbox_of, also)))
+    worker = OutboxWorker(data, control, partition, publisher,
                           metrics=OutboxMetrics(partition), lease_ttl_ms=settings.lease_ttl_ms,
                           lease_renew_s=settings.lease_ttl_ms / 3000, durability=settings.durability_policy)
     http = CellHttp(settings.http_port, worker.metrics.registry, lambda: worker.has_lease).start()

@@ -31,8 +31,8 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
-from typing import Any, cast
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, cast
 
 from redis.exceptions import RedisError, ResponseError
 
@@ -80,6 +80,21 @@ CONSUMER = "conductor"
 
 class BootRefused(Exception):
     """The conductor cannot honour its configuration on this datastore; it must not start."""
+
+
+class CommandSource(Protocol):
+    """Where commands come from when not the partition's stream (``matching.amqp``)."""
+
+    @property
+    def healthy(self) -> bool: ...
+
+    def restart(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def read(self, count: int, block_ms: int) -> list[tuple[bytes, dict[bytes, bytes] | None, Any]]: ...
+
+    def ack(self, deliveries: Sequence[Any]) -> None: ...
 
 
 class LeaseLost(Exception):
@@ -130,7 +145,7 @@ class Conductor:
                  lease_ttl_ms: int = LEASE_TTL_MS, lease_renew_s: float | None = None,
                  metrics: ConductorMetrics | None = None,
                  fault: Callable[[str], None] | None = None,
-                 command_retention_ms: int = 86_400_000) -> None:
+                 command_retention_ms: int = 86_400_000, source: CommandSource | None = None) -> None:
         if not 0 <= partition < partition_count:
             raise BootRefused(f"partition {partition} is outside 0..{partition_count - 1}")
         self.client = client
@@ -160,6 +175,11 @@ class Conductor:
         # are only an audit trail once processed, since the book is rebuilt from its own keys.
         self.command_retention_ms = command_retention_ms
         self._next_trim = 0.0
+        # Commands from a broker instead of the partition's stream (``transport = rabbitmq``):
+        # acknowledged there after the commit and the durability wait; a batch read but not
+        # acknowledged is held and processed again first, in order (the broker's pending list).
+        self.source = source
+        self._held: list[tuple[bytes, dict[bytes, bytes] | None, Any]] = []
 
     # --- boot and lease ---------------------------------------------------------------
 
@@ -209,8 +229,15 @@ class Conductor:
         log.error("partition %d: conductor stopped writing: %s", self.partition, why)
         self.cell = None
         self.metrics.lease_owned.set(0)
+        if self.source is not None:
+            # Let the broker hand the queue (and what we held unacknowledged) to the conductor that
+            # holds the lease now; we consume again when we hold it again.
+            self._held = []
+            self.source.stop()
 
     def release(self) -> None:
+        if self.source is not None:
+            self.source.stop()  # first: the standby's consumer gets the queue as the lease goes
         self.lease.release()
         self.cell = None
         self.metrics.lease_owned.set(0)
@@ -247,6 +274,8 @@ class Conductor:
             return 0
         if self.cell is None:
             self.rebuild()
+        if self.source is not None:
+            return self._step_from_source(block_ms)
         stream = self.keys.commands
         entries = []
         if self._own_pending:  # a predecessor's or a failed batch's entries come first
@@ -265,6 +294,22 @@ class Conductor:
                 log.info("partition %d: %d acknowledged commands older than %d ms trimmed", self.partition, trimmed,
                          self.command_retention_ms)
         return len(entries)
+
+    def _step_from_source(self, block_ms: int) -> int:
+        assert self.source is not None
+        if not self.source.healthy:
+            self._held = []  # delivered on a channel that is gone: the broker delivers them again
+            self.source.restart()
+        if not self._held:
+            self._held = self.source.read(self.batch_size, block_ms)
+        if not self._held:
+            return 0
+        batch = self._held[:1] if self._isolate else self._held
+        self.process([(entry_id, fields) for entry_id, fields, _ in batch])
+        self.source.ack([delivery for *_, delivery in batch])  # after the commit and its durability
+        self._held = self._held[len(batch):]
+        self._isolate = self._isolate and bool(self._held)
+        return len(batch)
 
     def run(self, stop: threading.Event, block_ms: int = 1000) -> None:
         while not stop.is_set():
@@ -288,7 +333,8 @@ class Conductor:
     def ready(self, stale_after_s: float = 10.0) -> bool:
         """Serving: holds the lease, the loop turns, and batches are not failing over and over."""
         fresh = time.monotonic() - self.heartbeat < stale_after_s
-        return self.has_lease and fresh and self._failing[1] < POISON_AFTER
+        broker = self.source is None or self.source.healthy
+        return self.has_lease and fresh and broker and self._failing[1] < POISON_AFTER
 
     def _point(self, name: str) -> None:
         if self._fault is not None:
@@ -405,9 +451,9 @@ class Conductor:
         for event_type, n in created.items():
             self.metrics.event(event_type, n)
         self._point("before-exec")
-        acked = self._commit(staged, dead, [entry_id for entry_id, _ in entries])
+        acked = self._commit(staged, dead, [entry_id for entry_id, _ in entries] if self.source is None else [])
         self._point("after-durability")
-        if not acked:  # nothing to commit (duplicates only): acknowledged once durable, on their own
+        if not acked and self.source is None:  # nothing committed (duplicates only): acknowledged once durable
             self.client.xack(self.keys.commands, GROUP, *[entry_id for entry_id, _ in entries])
         for cmd in commands:
             self._poison.pop(cmd.command_id, None)  # recorded as processed now: never seen again

@@ -76,6 +76,16 @@ class CellSettings(BaseSettings):
     redis_cluster_nodes: str | None = Field(None, validation_alias=_alias("REDIS_CLUSTER_NODES", "redis_cluster_nodes"))
     redis_password_env: str | None = Field(None, validation_alias=_alias("REDIS_PASSWORD_ENV", "redis_password_env"))
     redis_username: str | None = Field(None, validation_alias=_alias("REDIS_USERNAME", "redis_username"))
+    # Seed 000's broker (README, transports): commands from the quorum queue matching:commands.pN,
+    # events to a topic exchange. The password comes from a variable or a file, never the URL.
+    transport: Literal["redis-streams", "rabbitmq"] = Field(
+        "redis-streams", validation_alias=_alias("MATCHING_TRANSPORT", "transport"))
+    amqp_url: str | None = Field(None, validation_alias=_alias("MATCHING_AMQP_URL", "amqp_url"))
+    amqp_password_env: str | None = Field(None, validation_alias=_alias("MATCHING_AMQP_PASSWORD_ENV",
+                                                                        "amqp_password_env"))
+    amqp_password_file: str | None = Field(None, validation_alias=_alias("MATCHING_AMQP_PASSWORD_FILE",
+                                                                         "amqp_password_file"))
+    amqp_exchange: str = Field("matching.events", validation_alias=_alias("MATCHING_AMQP_EXCHANGE", "amqp_exchange"))
 
     @model_validator(mode="after")
     def _check(self) -> CellSettings:
@@ -85,7 +95,17 @@ class CellSettings(BaseSettings):
             raise ValueError(f"MATCHING_PARTITION={self.partition} is outside 0..{self.partition_count - 1}")
         if bool(self.redis_sentinel_hosts) != bool(self.redis_sentinel_name):
             raise ValueError("REDIS_SENTINEL_HOSTS and REDIS_SENTINEL_NAME must be configured together")
+        if self.transport == "rabbitmq":
+            if not self.amqp_url:
+                raise ValueError("MATCHING_TRANSPORT=rabbitmq needs MATCHING_AMQP_URL (amqp://user@host:5672/vhost)")
+            self.broker_url()  # refuses a password in the URL, an unset variable, an unreadable file
         return self
+
+    def broker_url(self) -> str:
+        from .amqp import amqp_url_with_password
+
+        assert self.amqp_url is not None
+        return amqp_url_with_password(self.amqp_url, self.amqp_password_env, self.amqp_password_file)
 
     @property
     def durability_policy(self) -> Durability:
