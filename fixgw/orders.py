@@ -237,7 +237,9 @@ class OrderEntryBehaviour:
             bridge = AmqpInboxBridge(self.amqp, link.amqp_exchange, inbox_queue(self.namespace, kind), write)
             bridge.start()
             self.bridges.append(bridge)
-        return AmqpCommandRouter(AmqpCommandPublisher(self.amqp, link.partition_count), link.partition_count)
+        publisher = AmqpCommandPublisher(self.amqp, link.partition_count)
+        publisher.declare()  # the queues exist before the first order, whether or not a cell runs yet
+        return AmqpCommandRouter(publisher, link.partition_count)
 
     def problems(self) -> list[str]:
         """For /ready: the dispatcher thread must be running while the gateway is active."""

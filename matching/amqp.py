@@ -202,6 +202,12 @@ class AmqpCommandPublisher:
             await declare_command_queues(self._channel, range(self.partition_count))
         return self._channel
 
+    def declare(self) -> None:
+        """Every partition's queue exists (declared as the cells declare it)."""
+        if not self.link.healthy:
+            self._reconnect()
+        self.link.call(self._ready_channel())
+
     def publish(self, commands: Sequence[Command]) -> None:
         """Every command appended (confirmed), or an exception: then none counts as appended."""
         if not self.link.healthy:

@@ -42,11 +42,41 @@ kind = "dc"
 """
 
 
+class Broker:
+    """A RabbitMQ virtual host of a test's own on the machine's broker (``tests/test_rabbitmq.py``).
+    The password travels in an environment variable, as the settings require."""
+
+    PASSWORD_ENV = "FIXGW_TEST_AMQP_PASSWORD"
+
+    def __init__(self, url: str, password: str) -> None:
+        self.url = url  # amqp://user@host:port/vhost, no password
+        self.password = password
+        os.environ[self.PASSWORD_ENV] = password  # inherited by every process a test starts
+
+    @property
+    def full_url(self) -> str:
+        from matching.amqp import amqp_url_with_password
+
+        return amqp_url_with_password(self.url, self.PASSWORD_ENV)
+
+    def cell_env(self) -> dict[str, str]:
+        return {"MATCHING_TRANSPORT": "rabbitmq", "MATCHING_AMQP_URL": self.url,
+                "MATCHING_AMQP_PASSWORD_ENV": self.PASSWORD_ENV}
+
+    def gateway_settings(self) -> str:
+        return f"""
+transport = "rabbitmq"
+amqp_url = "{self.url}"
+amqp_password_env = "{self.PASSWORD_ENV}"
+"""
+
+
 class CellProc:
     """A conductor or outbox worker process for one partition."""
 
     def __init__(self, role: str, partition: int, url: str, instruments: Path, log: Path,
-                 target_url: str | None = None, also: list[str] | None = None, durability: str = "memory") -> None:
+                 target_url: str | None = None, also: list[str] | None = None, durability: str = "memory",
+                 broker: Broker | None = None) -> None:
         self.args = [sys.executable, "-m", "matching", role]
         if target_url:
             self.args.append(f"--target-url={target_url}")
@@ -54,6 +84,8 @@ class CellProc:
         self.env = {**os.environ, "PYTHONPATH": str(ROOT), "REDIS_URL": url, "MATCHING_PARTITION_COUNT": "2",
                     "MATCHING_PARTITION": str(partition), "MATCHING_INSTRUMENTS": str(instruments),
                     "MATCHING_DURABILITY": durability, "MATCHING_LEASE_TTL_MS": "2000"}
+        if broker is not None:
+            self.env.update(broker.cell_env())
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -80,7 +112,7 @@ class System:
 
     def __init__(self, tmp: Path, store: ValkeyProcess, partitions: list[ValkeyProcess],
                  sessions: str = SESSIONS, gateway_routes: dict[int, str] | None = None,
-                 matching: str = "") -> None:
+                 matching: str = "", broker: Broker | None = None) -> None:
         """``gateway_routes``: partition → the gateway's own ``[[matching.partition]]`` lines
         (its URL and client settings), e.g. through a ``ReplyDroppingProxy``."""
         self.tmp = tmp
@@ -90,6 +122,8 @@ class System:
         self.instruments.write_text(INSTRUMENTS)
         self.fix_port = free_port()
         routes = gateway_routes or {}
+        if broker is not None:  # commands and events through RabbitMQ
+            matching += broker.gateway_settings()
         extra_matching = "".join(f"""
 [[matching.partition]]
 index = {i}
@@ -106,10 +140,10 @@ instruments = "{self.instruments}"
         self.cells: dict[tuple[str, int], CellProc] = {}
         for p, server in enumerate(partitions):
             for role in ("conductor", "outbox"):
-                also = ["{e2e/dc}/inbox"] if role == "outbox" else None
-                target = store.url if role == "outbox" else None
+                also = ["{e2e/dc}/inbox"] if role == "outbox" and broker is None else None
+                target = store.url if role == "outbox" and broker is None else None
                 self.cells[(role, p)] = CellProc(role, p, server.url, self.instruments, tmp / f"{role}{p}.log",
-                                                 target_url=target, also=also)
+                                                 target_url=target, also=also, broker=broker)
         self.clients: list[DemoClient] = []
 
     def start(self) -> System:
