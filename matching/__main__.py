@@ -116,7 +116,8 @@ def run_outbox(settings: CellSettings, target_url: str | None, also: list[str]) 
     worker = OutboxWorker(data, control, partition, publisher,
                           metrics=OutboxMetrics(partition), lease_ttl_ms=settings.lease_ttl_ms,
                           lease_renew_s=settings.lease_ttl_ms / 3000, durability=settings.durability_policy)
-    http = CellHttp(settings.http_port, worker.metrics.registry, lambda: worker.has_lease).start()
+    http = CellHttp(settings.http_port, worker.metrics.registry,
+                    lambda: worker.has_lease and (link is None or link.healthy)).start()
     return _serve(http, f"outbox p{partition} draining {PartitionKeys(partition).events}", worker.run)
 
 

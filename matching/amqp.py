@@ -115,6 +115,8 @@ class AmqpLink:
         self._thread.start()
         self.connection: aio_pika.abc.AbstractConnection | None = None
         self.lost: str | None = "not connected"
+        self._closing = False
+        self._lock: asyncio.Lock | None = None  # made on the loop
 
     def call(self, coro: Awaitable[T], timeout: float = CALL_TIMEOUT_S) -> T:
         async def run() -> T:
@@ -135,6 +137,14 @@ class AmqpLink:
             raise AmqpUnavailable(f"RabbitMQ at {redacted(self.url)}: {type(exc).__name__}: {exc}") from None
 
     async def _connect(self) -> None:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:  # one connection: a caller and the reconnector may both try
+            if self.healthy:
+                return
+            await self._open()
+
+    async def _open(self) -> None:
         try:
             connection = await asyncio.wait_for(
                 aio_pika.connect(self.url, client_properties={"connection_name": self.name}), CONNECT_TIMEOUT_S)
@@ -147,8 +157,25 @@ class AmqpLink:
 
     def _on_close(self, _sender: Any, exc: BaseException | None = None) -> None:
         self.lost = f"{type(exc).__name__}: {exc}" if exc is not None else "closed"
+        if not self._closing:
+            log.error("%s: connection to RabbitMQ lost (%s); reconnecting", self.name, self.lost)
+            self.loop.create_task(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        """Connect again with backoff (0.2 s doubling to 5 s) until it works or we close; the
+        users open new channels when they find theirs closed."""
+        wait = 0.2
+        while not self._closing and not self.healthy:
+            await asyncio.sleep(wait)
+            try:
+                await self._connect()
+                log.info("%s: reconnected to RabbitMQ", self.name)
+            except AmqpUnavailable as exc:
+                log.warning("%s: %s; again in %.1fs", self.name, exc, wait)
+                wait = min(wait * 2, 5.0)
 
     def close(self) -> None:
+        self._closing = True
         if self.connection is not None and not self.connection.is_closed:
             try:
                 self.call(self.connection.close(), 5)
