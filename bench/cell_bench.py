@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from matching.amqp import AmqpCommandPublisher, AmqpCommandSource, AmqpEventPublisher, AmqpLink  # noqa: E402
 from matching.conductor import Conductor, submit  # noqa: E402
 from matching.config import Durability  # noqa: E402
 from matching.contracts import DealExecuted, Event, OrderState, OrderType, Side, TimeInForce  # noqa: E402
@@ -28,6 +29,7 @@ from sessionstore.connection import connect  # noqa: E402
 from sessionstore.embedded import _wait, standalone  # noqa: E402
 from sessionstore.settings import RedisEndpoint  # noqa: E402
 from tests.flows import TEST_INSTRUMENTS, random_flow  # noqa: E402
+from tests.system_helpers import broker_missing, rabbitmq_vhost  # noqa: E402
 
 KEYS = PartitionKeys(0)
 
@@ -111,6 +113,58 @@ def unbatched_outbox_rate(url: str, target_url: str, n: int) -> float:
     return n / (time.perf_counter() - started)
 
 
+def conductor_rate_amqp(url: str, amqp_url: str, n: int, batch: int) -> float:
+    """The conductor fed from the partition's quorum queue (acknowledged after each commit)."""
+    flow = [c for c in random_flow(42, n * 2) if c.partition == 0][:n]
+    publisher_link, source_link = AmqpLink(amqp_url, "bench-publisher"), AmqpLink(amqp_url, "bench-conductor")
+    publisher_link.connect()
+    source_link.connect()
+    try:
+        publisher = AmqpCommandPublisher(publisher_link, 2)
+        for i in range(0, len(flow), 500):
+            publisher.publish(flow[i:i + 500])
+        c = Conductor(one_connection(url), partition=0, partition_count=2, instruments=TEST_INSTRUMENTS,
+                      durability=Durability.named("memory"), batch_size=batch,
+                      source=AmqpCommandSource(source_link, 0, prefetch=batch))
+        c.boot()
+        c.try_lease()
+        c.rebuild()
+        assert c.source is not None
+        c.source.restart()
+        started = time.perf_counter()
+        done = 0
+        while done < len(flow):
+            done += c.step(block_ms=100)
+        return done / (time.perf_counter() - started)
+    finally:
+        publisher_link.close()
+        source_link.close()
+
+
+def outbox_rate_amqp(url: str, amqp_url: str, n: int) -> float:
+    """The outbox publishing to the topic exchange with confirms (a quorum queue bound to it)."""
+    cell = connect(RedisEndpoint(url=url))
+    cell.delete(KEYS.events)
+    fill_events(cell, n)
+    link = AmqpLink(amqp_url, "bench-outbox")
+    link.connect()
+
+    async def sink(channel, exchange) -> None:  # type: ignore[no-untyped-def]
+        q = await channel.declare_queue("bench.events", durable=True, arguments={"x-queue-type": "quorum"})
+        await q.bind(exchange, "#")
+
+    try:
+        w = OutboxWorker(cell, cell, 0, AmqpEventPublisher(link, "bench.events", bind=sink))
+        w.ensure_group()
+        started = time.perf_counter()
+        done = 0
+        while done < n:
+            done += w.step(block_ms=100)
+        return n / (time.perf_counter() - started)
+    finally:
+        link.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--commands", type=int, default=20000)
@@ -132,6 +186,14 @@ def main() -> None:
     with standalone() as cell, standalone() as gw:
         outbox = outbox_rate(cell.url, gw.url, args.events)
         unbatched = unbatched_outbox_rate(cell.url, gw.url, min(args.events, 3000))
+    amqp_url = None
+    if broker_missing() is None:
+        with rabbitmq_vhost("fixgw-bench") as broker:
+            amqp_url = broker.full_url
+            with standalone() as mem:
+                memory_amqp = conductor_rate_amqp(mem.url, amqp_url, args.commands, args.batch)
+            with standalone() as cell:
+                outbox_amqp = outbox_rate_amqp(cell.url, amqp_url, args.events)
 
     print(f"one partition, {args.commands} commands, group commit up to {args.batch} per MULTI/EXEC\n")
     print(f"{'':46} {'ours/s':>10} {'baseline/s':>11} {'ratio':>7}")
@@ -141,6 +203,13 @@ def main() -> None:
           f"{durable / shape_aof:6.2f}x")
     print(f"{'outbox events (vs one-at-a-time publish + ack)':46} {outbox:10.0f} {unbatched:11.0f} "
           f"{outbox / unbatched:6.2f}x")
+    if amqp_url is not None:
+        print(f"{'matching, memory, commands from RabbitMQ':46} {memory_amqp:10.0f} {memory:11.0f} "
+              f"{memory_amqp / memory:6.2f}x  (baseline: the same from the Redis stream)")
+        print(f"{'outbox events to RabbitMQ (confirms)':46} {outbox_amqp:10.0f} {outbox:11.0f} "
+              f"{outbox_amqp / outbox:6.2f}x  (baseline: the same to Redis streams)")
+    else:
+        print("RabbitMQ rows skipped: no broker at 127.0.0.1:5672 or no rabbitmqctl")
     print(f"\naof-replicated / memory = {durable / memory:.2f}   (seed 000: 3,254 / 25,621 = 0.13)")
     print("seed 000's figures: 25,621 tx/s memory, 3,254 tx/s aof-replicated (write shape, no matching), "
           "517 events/s unbatched outbox")

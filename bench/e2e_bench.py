@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sessionstore.embedded import free_port, standalone  # noqa: E402
-from tests.system_helpers import System  # noqa: E402
+from tests.system_helpers import System, broker_missing, rabbitmq_vhost  # noqa: E402
 from tools.fixat import RawSession, fix_time  # noqa: E402
 
 
@@ -140,6 +140,16 @@ def main() -> None:
             cpu_used = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in procs.items()}
         finally:
             system.stop()
+    amqp: dict[str, float] | None = None
+    if broker_missing() is None:  # the same system with commands and events through RabbitMQ
+        with rabbitmq_vhost("fixgw-bench") as broker, standalone(aof=True, appendfsync="everysec") as server:
+            system = System(Path(tempfile.mkdtemp(prefix="fixgw-e2e-amqp-")), server, [server, server], broker=broker)
+            system.instruments.write_text((ROOT / "config" / "instruments.toml").read_text())
+            system.start()
+            try:
+                amqp = measure(system.fix_port, args)
+            finally:
+                system.stop()
     print(f"\nNewOrderSingle → first ExecutionReport; client in a separate process; "
           f"{args.orders} orders for throughput, {args.rate:.0f}/s for {args.seconds:.0f}s for latency\n")
     print(f"{'':44} {'orders/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'answered':>9}")
@@ -147,6 +157,11 @@ def main() -> None:
           f"{raw['p99_ms']:8.2f} {raw['answered']:>5}/{raw['paced']}")
     print(f"{'fixgw: gateway + Redis + cell + outbox':44} {ours['throughput']:9.0f} {ours['p50_ms']:8.2f} "
           f"{ours['p99_ms']:8.2f} {ours['answered']:>5}/{ours['paced']}")
+    if amqp is not None:
+        print(f"{'fixgw, commands and events via RabbitMQ':44} {amqp['throughput']:9.0f} {amqp['p50_ms']:8.2f} "
+              f"{amqp['p99_ms']:8.2f} {amqp['answered']:>5}/{amqp['paced']}")
+    else:
+        print("(RabbitMQ row skipped: no broker at 127.0.0.1:5672 or no rabbitmqctl)")
     print(f"{'fixgw at ' + format(args.low_rate, '.0f') + '/s (latency only)':44} {'':>9} {low['p50_ms']:8.2f} "
           f"{low['p99_ms']:8.2f} {low['answered']:>5}/{low['paced']}")
     print(f"\nthroughput ratio fixgw / raw echo = {ours['throughput'] / raw['throughput']:.2f}  (goal ≥ 0.15)")

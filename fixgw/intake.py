@@ -74,6 +74,9 @@ class Intake:
         self._io = threading.Lock()  # held by the numbers' write and by a reset
         self._resets: dict[SessionKey, int] = {}  # resets per session, to spot a number taken before one
         self._stopped = False
+        # Run after each cycle's work, before its inbound numbers are written (the order
+        # path publishes the cycle's commands to partitions not colocated with the store).
+        self.after_work: Callable[[], None] | None = None
         self._thread = threading.Thread(target=self._run, name="intake", daemon=True)
         self._thread.start()
 
@@ -122,6 +125,8 @@ class Intake:
             targets, self._targets = self._targets, {}
             resets = dict(self._resets)
         self._write_work(work)
+        if self.after_work is not None:
+            self.after_work()
         for sid, deliveries in answers.values():
             try:
                 self._deliver(sid, deliveries)

@@ -73,6 +73,15 @@ class CommandRouter:
     def publish_command(self, command: Command) -> None:
         submit(self.clients[command.partition], command, self.partition_count)
 
+    def publish_commands(self, commands: list[Command]) -> None:
+        """One partition's commands in one round trip (they share its datastore)."""
+        if len(commands) == 1:
+            return self.publish_command(commands[0])
+        client = self.clients[commands[0].partition]
+        round_trip(client, [("XADD", stream, "*", *[x for kv in fields.items() for x in kv])
+                            for stream, fields in (command_entry(c, self.partition_count) for c in commands)],
+                   transaction=True)  # all or none: a failure holds them all, in order
+
 
 class AppendFailed(Exception):
     """A command the transport did not confirm (the broker unreachable, a nack, a return)."""
@@ -90,9 +99,13 @@ class AmqpCommandRouter:
         self.partition_count = partition_count
 
     def publish_command(self, command: Command) -> None:
+        self.publish_commands([command])
+
+    def publish_commands(self, commands: list[Command]) -> None:
+        """One window of confirms for them all; any failure: none counts as appended."""
         try:
-            self.publisher.publish([command])
-        except Exception as exc:  # noqa: BLE001 (whatever the broker did, the command is not appended)
+            self.publisher.publish(commands)
+        except Exception as exc:  # noqa: BLE001 (whatever the broker did, the commands are not appended)
             raise AppendFailed(f"{type(exc).__name__}: {exc}") from exc
 
 
@@ -116,8 +129,34 @@ class HeldCommands:
         self._cond = threading.Condition()
         self._retry = (retry_s, max_retry_s)
         self._stopped = False
+        self._deferred: list[Command] = []  # the intake's cycle: published together at its end
         self._thread = threading.Thread(target=self._run, name="held-commands", daemon=True)
         self._thread.start()
+
+    def defer(self, command: Command) -> None:
+        """Publish at the end of the intake's cycle (``publish_deferred``), with the cycle's other
+        commands: one round trip per partition instead of one per command. Only the intake's
+        thread defers; the cycle's inbound MsgSeqNums are written after ``publish_deferred``."""
+        self._deferred.append(command)
+
+    def publish_deferred(self) -> None:
+        commands, self._deferred = self._deferred, []
+        by_partition: dict[int, list[Command]] = {}
+        for c in commands:
+            by_partition.setdefault(c.partition, []).append(c)
+        for partition, batch in by_partition.items():
+            with self._cond:
+                if self._held.get(partition):
+                    self._held[partition].extend(batch)
+                    continue
+            try:
+                self._router.publish_commands(batch)
+            except (StoreError, RedisError, AppendFailed) as exc:
+                log.error("%d commands to partition %d not appended (%s): held, republished until they are",
+                          len(batch), partition, exc)
+                with self._cond:
+                    self._held.setdefault(partition, deque()).extend(batch)
+                    self._cond.notify()
 
     def publish(self, command: Command) -> bool:
         """Publish now (True), or hold it behind the partition's held commands (False)."""
@@ -211,6 +250,7 @@ class OrderEntryBehaviour:
             colocated = frozenset(p for p, c in clients.items() if c is gateway.client and not is_cluster(c))
             self.router = CommandRouter(clients, link.partition_count, colocated)
         self.held = HeldCommands(self.router)
+        gateway.application.intake.after_work = self.held.publish_deferred
         for cfg in gateway.settings.session:
             if cfg.cancel_on_disconnect:  # a client whose connection died with the previous gateway
                 timer = threading.Timer(cfg.cancel_on_disconnect_grace, self._cancel_if_still_away, args=(cfg,))
@@ -525,8 +565,10 @@ class Claim:
             first = b._record(r.store, r.key, self.clordid)
             if first is not None and first.get("command"):
                 # Same command id: never a second order. Held if its datastore does not take it now.
-                b.held.publish(parse_command(first["command"], b.router.partition_count))
+                b.held.defer(parse_command(first["command"], b.router.partition_count))
             return "resent"
-        if not self.colocated and not b.held.publish(self.command):
-            return "held"  # the claim stays: the command is appended when its datastore takes it
+        if not self.colocated:
+            # Appended at the end of the intake's cycle with the cycle's other commands, or held
+            # (the claim stays) until its datastore takes it: either way the cell's report answers.
+            b.held.defer(self.command)
         return "new"

@@ -71,6 +71,38 @@ amqp_password_env = "{self.PASSWORD_ENV}"
 """
 
 
+def broker_missing(host: str = "127.0.0.1", port: int = 5672) -> str | None:
+    """Why the RabbitMQ tests and bench rows cannot run here (None: they can)."""
+    import shutil
+
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+    except OSError as exc:
+        return f"no RabbitMQ broker at {host}:{port} ({exc})"
+    if shutil.which("rabbitmqctl") is None:
+        return "rabbitmqctl is not installed (needed to make a virtual host of our own)"
+    return None
+
+
+def rabbitmqctl(*args: str) -> str:
+    return subprocess.run(["rabbitmqctl", *args], capture_output=True, text=True, check=True, timeout=60).stdout
+
+
+@contextmanager
+def rabbitmq_vhost(prefix: str) -> Iterator[Broker]:
+    """A virtual host of our own on the machine's broker (user guest), deleted afterwards: the
+    queues keep seed 000's names without touching anyone else's."""
+    import uuid
+
+    vhost = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    rabbitmqctl("add_vhost", vhost)
+    try:
+        rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+        yield Broker(f"amqp://guest@127.0.0.1:5672/{vhost}", "guest")
+    finally:
+        rabbitmqctl("delete_vhost", vhost)
+
+
 class CellProc:
     """A conductor or outbox worker process for one partition."""
 

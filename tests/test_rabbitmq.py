@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,40 +37,31 @@ from tests.cell_helpers import projected, stream_events
 from tests.flows import TEST_INSTRUMENTS, random_flow
 from tests.gateway_helpers import ROOT
 from tests.reference_matcher import ReferenceMatcher
-from tests.system_helpers import Broker, CellProc, System, reports, summary, wait_reports
+from tests.system_helpers import (
+    Broker,
+    CellProc,
+    System,
+    broker_missing,
+    rabbitmq_vhost,
+    rabbitmqctl,
+    reports,
+    summary,
+    wait_reports,
+)
 
 HOST, PORT = "127.0.0.1", 5672
 REQUIRED = os.environ.get("FIXGW_REQUIRE_RABBITMQ") == "1"
 
 
-def _broker_missing() -> str | None:
-    try:
-        socket.create_connection((HOST, PORT), timeout=2).close()
-    except OSError as exc:
-        return f"no RabbitMQ broker at {HOST}:{PORT} ({exc})"
-    if shutil.which("rabbitmqctl") is None:
-        return "rabbitmqctl is not installed (needed to make a virtual host of the tests' own)"
-    return None
-
-
-def rabbitmqctl(*args: str) -> str:
-    return subprocess.run(["rabbitmqctl", *args], capture_output=True, text=True, check=True, timeout=60).stdout
-
-
 @pytest.fixture(scope="module")
 def broker() -> Iterator[Broker]:
-    missing = _broker_missing()
+    missing = broker_missing(HOST, PORT)
     if missing:
         if REQUIRED:
             pytest.fail(f"FIXGW_REQUIRE_RABBITMQ=1 but {missing}")
         pytest.skip(f"{missing}: the RabbitMQ transport tests need the broker")
-    vhost = f"fixgw-test-{uuid.uuid4().hex[:8]}"
-    rabbitmqctl("add_vhost", vhost)
-    try:
-        rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
-        yield Broker(f"amqp://guest@{HOST}:{PORT}/{vhost}", "guest")
-    finally:
-        rabbitmqctl("delete_vhost", vhost)
+    with rabbitmq_vhost("fixgw-test") as b:
+        yield b
 
 
 def vhost_of(broker: Broker) -> str:
