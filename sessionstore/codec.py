@@ -192,3 +192,28 @@ def decode_record(key: str, field: bytes, raw: bytes) -> OutboundRecord:
         raise StoreCorruption(key, where, f"record carries seqNum {seq_num}")
     type_end = RECORD_HEADER_SIZE + type_len
     return OutboundRecord(seq_num, sending_time, raw[RECORD_HEADER_SIZE:type_end], raw[type_end:])
+
+
+def fix_framing_problem(body: bytes, seq_num: int) -> str | None:
+    """What is wrong with a stored FIX message's framing, or None: BodyLength (9) must count the
+    bytes between its own field and CheckSum (10), CheckSum must be the byte sum mod 256, and
+    MsgSeqNum (34) must be the number the message is stored under."""
+    if not body.startswith(b"8=") or b"\x019=" not in body[:32]:
+        return "does not start with BeginString (8) and BodyLength (9)"
+    head_end = body.index(b"\x01", body.index(b"\x019=") + 1) + 1
+    trailer = body.rfind(b"\x0110=")
+    if trailer < 0 or not body.endswith(b"\x01") or len(body) - trailer != 8:
+        return "does not end with a three-digit CheckSum (10)"
+    declared = body[body.index(b"\x019=") + 3:head_end - 1]
+    if not declared.isdigit() or int(declared) != trailer + 1 - head_end:
+        return f"BodyLength (9) says {declared.decode('latin-1')}, the body has {trailer + 1 - head_end} bytes"
+    checksum = body[trailer + 4:trailer + 7]
+    if not checksum.isdigit() or int(checksum) != sum(body[:trailer + 1]) % 256:
+        return f"CheckSum (10) says {checksum.decode('latin-1')}, the bytes sum to {sum(body[:trailer + 1]) % 256:03d}"
+    at = body.find(b"\x0134=")
+    if at < 0:
+        return "has no MsgSeqNum (34)"
+    value = body[at + 4:body.index(b"\x01", at + 1)]
+    if value != str(seq_num).encode():
+        return f"MsgSeqNum (34) is {value.decode('latin-1')}, stored under {seq_num}"
+    return None

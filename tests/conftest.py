@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+import redis
 
 from sessionstore import embedded
 from sessionstore.settings import RedisEndpoint
@@ -44,9 +45,47 @@ def shared_standalone() -> Iterator[embedded.ValkeyProcess]:
         yield server
 
 
-@pytest.fixture(params=["standalone", "sentinel", "cluster"])
+REDIS70_URL = "redis://127.0.0.1:6379"
+REDIS70_DB = 11  # our own database on the machine's Redis 7.0, emptied after each use
+
+
+class SharedRedis:
+    """The machine's Redis 7.0 (not ours to start or stop): one database of it."""
+
+    def __init__(self, db: int = REDIS70_DB) -> None:
+        self.url = f"{REDIS70_URL}/{db}"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis.from_url(self.url)
+
+
+def shared_redis_70() -> Iterator[SharedRedis]:
+    """The machine's Redis at 127.0.0.1:6379, database REDIS70_DB, emptied before and after;
+    skipped (saying why) where there is no such server."""
+    server = SharedRedis()
+    try:
+        version = str(server.client().info("server")["redis_version"])
+    except redis.RedisError as exc:
+        pytest.skip(f"no Redis at {REDIS70_URL} ({exc}): the Redis 7.0 runs need the machine's server")
+    if not version.startswith("7.0."):
+        pytest.skip(f"the server at {REDIS70_URL} is Redis {version}, not 7.0")
+    server.client().flushdb()
+    try:
+        yield server
+    finally:
+        server.client().flushdb()
+
+
+@pytest.fixture(scope="session")
+def redis_70_session() -> Iterator[SharedRedis]:
+    yield from shared_redis_70()
+
+
+@pytest.fixture(params=["standalone", "sentinel", "cluster", "redis-7.0"])
 def endpoint(request: pytest.FixtureRequest) -> RedisEndpoint:
-    """The same datastore settings in each of the three topologies."""
+    """The same datastore settings in each of the three topologies, and on the machine's Redis 7.0."""
+    if request.param == "redis-7.0":
+        return RedisEndpoint(url=request.getfixturevalue("redis_70_session").url)
     if request.param == "standalone":
         server = request.getfixturevalue("shared_standalone")
         return RedisEndpoint(url=server.url)

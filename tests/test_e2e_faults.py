@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fixgw.demo import DemoClient
 from matching.keys import PartitionKeys
-from sessionstore.embedded import standalone
+from sessionstore.embedded import ValkeyProcess, standalone
 from tests.gateway_helpers import wait_until
 from tests.system_helpers import ReplyDroppingProxy, System, reports, wait_reports
 
@@ -57,6 +57,13 @@ def test_sigkill_of_a_conductor_mid_flow_loses_and_duplicates_nothing(tmp_path: 
             system.stop()
 
 
+def audit(server: ValkeyProcess) -> int:
+    """``fixgw-inspect audit`` of every session of the test's gateway (exit status)."""
+    from tools import inspect_cli
+
+    return inspect_cli.main(["--url", server.url, "audit", "--namespace", "e2e"])
+
+
 def test_sigkill_of_the_gateway_mid_flow_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     with standalone(aof=True) as server:
         system = System(tmp_path, server, [server, server]).start()
@@ -77,6 +84,7 @@ def test_sigkill_of_the_gateway_mid_flow_loses_and_duplicates_nothing(tmp_path: 
             seqs = [int(r[34]) for r in reports(c1)]
             assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), "sequence numbers only move forward"
             assert after > last_before_kill
+            assert audit(server) == 0, "after the takeover every session's store is whole"
         finally:
             system.stop()
 
@@ -191,6 +199,7 @@ def test_a_gateway_killed_between_a_batch_commit_and_its_sends_resends_every_sto
             assert len(reports(c1, "cc-1")) == 1, "exactly once: the event is in the inbox, never re-sent as new"
             c1.order("cc-2", "1", "1", "5.00", symbol="T15")
             assert int(wait_reports(c1, "cc-2", 1)[0][34]) > committed.seq_num, "numbers only move forward"
+            assert audit(server) == 0, "after the takeover every session's store is whole"
         finally:
             system.stop()
 

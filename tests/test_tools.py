@@ -12,6 +12,7 @@ import pytest
 from sessionstore import FixedEpoch, OutboundRecord, SessionKey, SessionStore, connect
 from sessionstore.codec import encode_seq_field
 from sessionstore.embedded import Cluster, ValkeyProcess
+from sessionstore.keys import GatewayKey
 from sessionstore.settings import RedisEndpoint
 from tools import inspect_cli, sizing
 
@@ -172,3 +173,59 @@ def test_json_may_follow_the_subcommand_as_users_type_it(valkey: ValkeyProcess,
     assert code == 0 and [m["seq"] for m in json.loads(out)["messages"]] == [1, 2]
     code, out, _ = run(inspect_cli.main, ["--url", valkey.url, "--json", "state", "insp/fsg/CLIENT1"], capsys)
     assert code == 0 and json.loads(out)["fields"], "--json before the subcommand still works"
+
+
+def framed(seq: int, msg_type: str = "8", extra: str = "") -> bytes:
+    """A FIX message as the gateway stores it: BodyLength and CheckSum right."""
+    body = f"35={msg_type}\x0149=FIXGW\x0156=CLIENT1\x0134={seq}\x0152=20261201-10:00:00.000\x01{extra}".encode()
+    head = b"8=FIX.4.4\x019=%d\x01" % len(body)
+    return head + body + b"10=%03d\x01" % (sum(head + body) % 256)
+
+
+def whole_session(client, namespace: str = "aud") -> SessionKey:  # type: ignore[no-untyped-def]
+    store = SessionStore(client, FixedEpoch(3))
+    client.set(GatewayKey(namespace, "fsg").epoch, 3)  # as the dispatcher lock's epoch counter left it
+    session = SessionKey(namespace, "fsg", "CLIENT1")
+    store.stamp_owner(session)
+    store.commit_outbound_many(session, [OutboundRecord(i, 1_700_000_000_000_000_000, b"8",
+                                                        framed(i, extra=f"17=e{i}:O\x01")) for i in range(1, 1500)])
+    return session
+
+
+def test_audit_finds_a_whole_store_whole(valkey: ValkeyProcess, capsys: pytest.CaptureFixture[str]) -> None:
+    whole_session(valkey.client())
+    code, out, _ = run(inspect_cli.main, ["--url", valkey.url, "--json", "audit", "--namespace", "aud"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["whole"] and data["problems"] == []
+    assert data["sessions"] == [{"session": "aud/fsg/CLIENT1", "first": 1, "lastSent": 1499, "stored": 1499,
+                                 "missing": 0, "deliveredThisSession": 0, "deliveredAsExecID": 0, "problems": 0}]
+    code, out, _ = run(inspect_cli.main, ["--url", valkey.url, "audit", "aud/fsg/CLIENT1"], capsys)
+    assert code == 0 and "1 session(s) audited: whole" in out
+
+
+def test_audit_names_every_way_a_store_can_be_broken(valkey: ValkeyProcess, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inspect_cli, "PROGRESS_EVERY", 500)
+    client = valkey.client()
+    s = whole_session(client, "bad")
+    client.hdel(s.chunk(0), encode_seq_field(7), encode_seq_field(8))  # a resend of 7-8 cannot be answered
+    wrong_sum = bytearray(framed(9, extra="17=e9:O\x01"))
+    wrong_sum[-3] = ord("0") + (wrong_sum[-3] - ord("0") + 1) % 10
+    client.hset(s.chunk(0), encode_seq_field(9), OutboundRecord(9, 1, b"8", bytes(wrong_sum)).encode())
+    client.hset(s.chunk(0), encode_seq_field(10), OutboundRecord(10, 1, b"8", framed(11)).encode())  # 34=11 under 10
+    client.hset(s.chunk(1), encode_seq_field(1030), b"\x00" * 5)
+    client.set(s.owner, 9)  # an epoch no lock ever issued
+    client.hset(s.unsent, "1600", "e1600:O")  # committed ahead of sending, yet not stored
+    code, out, err = run(inspect_cli.main, ["--url", valkey.url, "--json", "audit", "bad/fsg/CLIENT1"], capsys)
+    problems = [(p["field"], p["problem"]) for p in json.loads(out)["problems"]]
+    assert code == 1 and not json.loads(out)["whole"]
+    assert ("1030", "record truncated: 5 bytes, header alone is 24") in problems
+    assert any(f == "9" and "CheckSum (10) says" in p for f, p in problems)
+    assert ("10", "stored message MsgSeqNum (34) is 11, stored under 10") in problems
+    assert ("7-8, 1030", "3 sequence number(s) between 1 and lastSentSeqNum 1499 have no stored message: a resend "
+                         "request for them cannot be answered") in problems
+    assert ("-", "owner epoch 9 is ahead of the gateway's epoch counter 3") in problems
+    assert ("1600", "marks a number committed ahead of sending that has no stored message") in problems
+    assert "audit bad/fsg/CLIENT1: 1000 messages" in err, "a progress line on stderr for a large store"
+    code, out, _ = run(inspect_cli.main, ["--url", valkey.url, "audit", "--namespace", "bad"], capsys)
+    assert code == 1 and "problem(s), listed above on stderr" in out
