@@ -6,13 +6,14 @@ stream through a consumer group, its own pending entries first (a predecessor's
 unacknowledged work is redelivered to it). For each batch: validate and route-check
 (1, 2), look up processed-command and accepted-order records (3, 4), match against the
 in-memory mirror of the book (5–7; safe because nobody else writes), stage every change,
-event and dedup record into one MULTI/EXEC (8) that also acknowledges the batch's entries
-(XACK, step 9: the stream lives on the partition's own hash tag, so the acknowledgement and
-the records it stands for are one atomic unit, replicated together), then wait for
-durability. Any failure before the commit leaves the entries pending and marks the mirror
-stale; the next step rebuilds it from Redis. A failover that loses the commit loses its
-acknowledgement with it, and the entries are pending again; redelivery by any other path
-finds the processed-command record. Batching many commands into one
+event and dedup record into one MULTI/EXEC (8), wait for durability, then XACK (9). In
+``memory`` mode the XACK rides inside the transaction (the stream lives on the partition's
+own hash tag, so the acknowledgement and the records it stands for are one atomic unit, and
+a round trip is saved); in ``aof-replicated`` mode it follows WAITAOF, so a batch whose
+durability failed stays pending and is read again before anything new is matched. Any
+failure between reading and acknowledging leaves the entries pending and marks the mirror
+stale; the next step rebuilds it from Redis, and redelivery finds the processed-command
+record if the commit had landed. Batching many commands into one
 transaction with one WAITAOF is the group commit; results equal one-at-a-time.
 
 Poison: one bad command must never stop the partition. An entry that cannot be read is
@@ -102,8 +103,7 @@ class LeaseLost(Exception):
 
 
 class DurabilityFailed(Exception):
-    """WAITAOF did not confirm the policy in time: the batch (and its acknowledgement) may not
-    survive a failover; the mirror is rebuilt from what the datastore holds."""
+    """WAITAOF did not confirm the policy in time; the batch stays unacknowledged."""
 
 
 class PoisonCommand(Exception):
@@ -451,9 +451,14 @@ class Conductor:
         for event_type, n in created.items():
             self.metrics.event(event_type, n)
         self._point("before-exec")
-        acked = self._commit(staged, dead, [entry_id for entry_id, _ in entries] if self.source is None else [])
+        # memory: the batch's entries are acknowledged inside its own transaction. aof-replicated:
+        # only once WAITAOF confirmed it (seed 000's order), so a batch whose durability failed
+        # stays pending and is read again before anything new: nothing new is matched until the
+        # datastore confirms what came before. A broker source acknowledges after, below.
+        in_tx = self.source is None and self.durability.is_memory
+        acked = self._commit(staged, dead, [entry_id for entry_id, _ in entries] if in_tx else [])
         self._point("after-durability")
-        if not acked and self.source is None:  # nothing committed (duplicates only): acknowledged once durable
+        if not acked and self.source is None:  # acknowledged now that the batch is durable
             self.client.xack(self.keys.commands, GROUP, *[entry_id for entry_id, _ in entries])
         for cmd in commands:
             self._poison.pop(cmd.command_id, None)  # recorded as processed now: never seen again
