@@ -499,7 +499,7 @@ class Conductor:
             self.metrics.failure("durability")
             raise DurabilityFailed(f"WAITAOF {d.local_fsyncs} {d.replica_fsyncs} {d.timeout_ms} confirmed "
                                    f"local={waited[0]} replicas={waited[1]}")
-        return bool(commands)
+        return bool(commands) and bool(entry_ids)  # acknowledged inside the transaction
 
 
 def recorded_partition_count(client: RedisClient, partition: int) -> int | None:

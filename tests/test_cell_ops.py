@@ -123,6 +123,12 @@ def test_cluster_conductor_keeps_a_partition_in_one_slot(valkey_cluster: Cluster
     assert len({client.keyslot(k) for k in some_keys}) == 1
 
 
+def drained(client) -> bool:  # type: ignore[no-untyped-def]
+    """Every command of partition 0's stream delivered to the conductor and acknowledged."""
+    info = client.xinfo_groups(KEYS.commands)[0]
+    return bool(info["pending"] == 0 and info["last-delivered-id"] == client.xinfo_stream(KEYS.commands)["last-generated-id"])
+
+
 def test_sentinel_failover_mid_stream_keeps_every_acknowledged_command() -> None:
     with SentinelGroup("matching-p0", aof=True, appendfsync="always") as group:
         endpoint = RedisEndpoint(sentinels=group.sentinel_addresses, sentinelGroup="matching-p0", maxAttempts=40,
@@ -160,6 +166,7 @@ def test_sentinel_failover_mid_stream_keeps_every_acknowledged_command() -> None
         assert acked_before <= processed
         assert len(processed) == len({cmd.command_id for cmd in flow})
         assert projected(stream_events(client)) == reference_events(flow)
+        assert drained(client), "every command acknowledged (after WAITAOF), none left pending"
 
 
 def test_sentinel_failover_with_an_outbox_publishes_every_event_once_in_order_and_only_durable_ones() -> None:
@@ -215,3 +222,4 @@ def test_sentinel_failover_with_an_outbox_publishes_every_event_once_in_order_an
             "every event published, none that the failover lost, in order"
         for e in events:  # published ⇒ its command's outcome survived the loss of the primary
             assert observer.get(KEYS.processed_command(e.command_id)) is not None
+        assert drained(observer), "every command acknowledged (after WAITAOF), none left pending"
