@@ -427,3 +427,23 @@ def test_ready_needs_the_lease_and_a_loop_that_turns(valkey: ValkeyProcess) -> N
     assert c.ready()
     c.heartbeat = time.monotonic() - 60  # the loop stopped turning (stuck in a call, or dead)
     assert not c.ready()
+
+
+def test_aof_replicated_acknowledges_each_batch_once_a_replica_confirmed_it() -> None:
+    from sessionstore.embedded import _wait, standalone
+
+    with standalone(aof=True, appendfsync="always") as primary:
+        replica = standalone(aof=True, appendfsync="always", replicaof=f"127.0.0.1 {primary.port}").start()
+        try:
+            _wait(lambda: replica.client().info("replication").get("master_link_status") == "up", "replica")
+            client = cell_client(RedisEndpoint(url=primary.url))
+            flow = p0_flow(23, 300)
+            submit_all(client, flow)
+            c = conductor(client, durability="aof-replicated", batch_size=40)
+            run_until_idle(c)
+            assert projected(stream_events(client)) == reference_events(flow)
+            info = client.xinfo_groups(KEYS.commands)[0]
+            assert (info["pending"], info["entries-read"]) == (0, len(flow)), "every batch acknowledged"
+            assert projected(stream_events(replica.client())) == reference_events(flow), "and held by the replica"
+        finally:
+            replica.stop()
