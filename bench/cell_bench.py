@@ -89,7 +89,11 @@ def outbox_rate(url: str, target_url: str, n: int) -> float:
     cell, target = connect(RedisEndpoint(url=url)), connect(RedisEndpoint(url=target_url))
     cell.delete(KEYS.events)
     fill_events(cell, n)
-    w = OutboxWorker(cell, cell, 0, RedisStreamsPublisher(target, lambda e: ["{fix/fsg}/inbox"]))
+    return drain_rate(OutboxWorker(cell, cell, 0, RedisStreamsPublisher(target, lambda e: ["{fix/fsg}/inbox"])), n)
+
+
+def drain_rate(w: OutboxWorker, n: int) -> float:
+    """Events per second while ``w`` publishes the ``n`` events waiting in its stream."""
     w.ensure_group()
     started = time.perf_counter()
     done = 0
@@ -154,13 +158,7 @@ def outbox_rate_amqp(url: str, amqp_url: str, n: int) -> float:
         await q.bind(exchange, "#")
 
     try:
-        w = OutboxWorker(cell, cell, 0, AmqpEventPublisher(link, "bench.events", bind=sink))
-        w.ensure_group()
-        started = time.perf_counter()
-        done = 0
-        while done < n:
-            done += w.step(block_ms=100)
-        return n / (time.perf_counter() - started)
+        return drain_rate(OutboxWorker(cell, cell, 0, AmqpEventPublisher(link, "bench.events", bind=sink)), n)
     finally:
         link.close()
 
