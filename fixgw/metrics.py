@@ -42,6 +42,9 @@ class GatewayMetrics:
         self._received: dict[tuple[str, str], Any] = {}
         self.dispatcher_dead_lettered = Counter("fixgw_dispatcher_dead_lettered", "Inbox entries moved to the "
                                                 "inbox dead-letter stream (not turned into messages)", registry=r)
+        self.commands_held = Counter("fixgw_commands_held", "Commands a partition's datastore or the broker did not "
+                                     "confirm: held and appended again, in order, until it does", ["partition"],
+                                     registry=r)
 
     def sent(self, session: str, msg_type: str, seq: int) -> None:
         """One outbound message (``seq`` 0: a resend, which leaves the next number as it is)."""

@@ -123,8 +123,10 @@ class HeldCommands:
     are the claimed-but-unanswered orders the client sees as pending (README, order path).
     """
 
-    def __init__(self, router: CommandRouter | AmqpCommandRouter, retry_s: float = 0.2, max_retry_s: float = 2.0) -> None:
+    def __init__(self, router: CommandRouter | AmqpCommandRouter, retry_s: float = 0.2, max_retry_s: float = 2.0,
+                 on_held: Any = None) -> None:
         self._router = router
+        self._on_held = on_held or (lambda partition, n: None)  # (partition, how many) → counted
         self._held: dict[int, deque[Command]] = {}
         self._cond = threading.Condition()
         self._retry = (retry_s, max_retry_s)
@@ -154,6 +156,7 @@ class HeldCommands:
             except (StoreError, RedisError, AppendFailed) as exc:
                 log.error("%d commands to partition %d not appended (%s): held, republished until they are",
                           len(batch), partition, exc)
+                self._on_held(partition, len(batch))
                 with self._cond:
                     self._held.setdefault(partition, deque()).extend(batch)
                     self._cond.notify()
@@ -170,6 +173,7 @@ class HeldCommands:
         except (StoreError, RedisError, AppendFailed) as exc:
             log.error("command %s to partition %d not appended (%s): held, republished until it is",
                       command.command_id, command.partition, exc)
+            self._on_held(command.partition, 1)
             with self._cond:
                 self._held.setdefault(command.partition, deque()).append(command)
                 self._cond.notify()
@@ -249,7 +253,8 @@ class OrderEntryBehaviour:
         else:
             colocated = frozenset(p for p, c in clients.items() if c is gateway.client and not is_cluster(c))
             self.router = CommandRouter(clients, link.partition_count, colocated)
-        self.held = HeldCommands(self.router)
+        self.held = HeldCommands(self.router, on_held=lambda partition, n: gateway.metrics.commands_held.labels(
+            str(partition)).inc(n))
         gateway.application.intake.after_work = self.held.publish_deferred
         for cfg in gateway.settings.session:
             if cfg.cancel_on_disconnect:  # a client whose connection died with the previous gateway

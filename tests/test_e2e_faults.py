@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -277,6 +279,9 @@ def test_an_append_whose_outcome_is_unknown_is_held_and_sent_again_never_rejecte
             c1.order("amb-2", "1", "3", "10.00", symbol="T2")
             c1.cancel("amb-2c", "amb-2", "1", symbol="T2")
             wait_until(lambda: system.gateway.ready() == 503, "/ready 503 while commands are held", 10)
+            with urllib.request.urlopen(f"http://127.0.0.1:{system.gateway.http_port}/metrics", timeout=5) as r:
+                assert re.search(r'fixgw_commands_held_total\{partition="1"\} [1-9]', r.read().decode()), \
+                    "held commands are counted"
             wait_until(lambda: p1.client().xlen(PartitionKeys(1).commands) >= 1, "a command to land unanswered", 10)
             time.sleep(1)
             assert not [r for r in reports(c1) if r[39] == "8" or r[35] == "9"], "nothing refused"
