@@ -34,6 +34,7 @@ import aio_pika
 import aiormq
 
 from .contracts import Command, Event, encode_command
+from .outbox import Delivery, PublishError
 
 log = logging.getLogger("matching.amqp")
 
@@ -220,7 +221,6 @@ class AmqpCommandPublisher:
         self.partition_count = partition_count
         self.window = window
         self._channel: aio_pika.abc.AbstractChannel | None = None
-        self.retried = 0
 
     async def _ready_channel(self) -> aio_pika.abc.AbstractChannel:
         if self._channel is None or self._channel.is_closed:
@@ -239,11 +239,7 @@ class AmqpCommandPublisher:
         """Every command appended (confirmed), or an exception: then none counts as appended."""
         if not self.link.healthy:
             self._reconnect()
-        try:
-            self.link.call(self._publish(commands))
-        except Exception:
-            self.retried += len(commands)
-            raise
+        self.link.call(self._publish(commands))
 
     async def _publish(self, commands: Sequence[Command]) -> None:
         channel = await self._ready_channel()
@@ -442,9 +438,7 @@ class AmqpEventPublisher:
                 await self._bind(self._channel, self._exchange)
         return self._exchange
 
-    def publish(self, deliveries: Sequence[Any]) -> None:
-        from .outbox import PublishError  # (outbox imports this module's users, not the reverse)
-
+    def publish(self, deliveries: Sequence[Delivery]) -> None:
         try:
             if not self.link.healthy:
                 self._channel = self._exchange = None
@@ -453,11 +447,11 @@ class AmqpEventPublisher:
         except Exception as exc:  # noqa: BLE001 (a nack, a return, a lost connection: the batch again)
             raise PublishError(f"RabbitMQ did not confirm the batch: {type(exc).__name__}: {exc}") from exc
 
-    async def _publish(self, deliveries: Sequence[Any]) -> None:
+    async def _publish(self, deliveries: Sequence[Delivery]) -> None:
         exchange = await self._ready()
         messages = []
         for d in deliveries:
-            headers = d.headers
+            headers: dict[str, Any] = dict(d.headers)
             messages.append((event_routing_key(d.event), aio_pika.Message(
                 d.body, message_id=d.event.event_id, correlation_id=d.event.command_id, headers=headers,
                 delivery_mode=aio_pika.DeliveryMode.PERSISTENT, content_type="application/msgpack",
