@@ -415,8 +415,6 @@ class OrderEntryBehaviour:
                   "command": command_json(req.command), "view": order_view.to_dict()}
 
         def answer(outcome: str) -> None:
-            if outcome == "held":
-                return  # the cell's report answers it once the command is appended
             if outcome == "resent":
                 view = self._view(r.store, r.key, self._record(r.store, r.key, clordid)) or order_view
                 self._reply(r.sid, "8", tr.status_report(view, f"S-{r.seq}-{clordid}", cfg.begin_string))
@@ -459,8 +457,8 @@ class OrderEntryBehaviour:
         current = view
 
         def answer(outcome: str) -> None:
-            if outcome in ("resent", "held"):
-                return  # the (re)published command's events answer it
+            if outcome == "resent":
+                return  # the republished command's events answer it
 
             reason = "duplicate-order" if outcome == "duplicate" else "store-unavailable"
             self._reply(r.sid, "9", tr.cancel_reject(current.order_id, clordid, orig, current.status, response_to,
@@ -526,7 +524,7 @@ class Claim:
     clordid: str
     record: dict[str, Any]
     command: Command
-    answer: Any  # (outcome: 'duplicate' | 'resent' | 'held' | 'unavailable') → None: the request's answer
+    answer: Any  # (outcome: 'duplicate' | 'resent' | 'unavailable') → None: the request's answer
     value: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -549,9 +547,9 @@ class Claim:
             self.answer(outcome)
 
     def _outcome(self, reply: Any) -> str:
-        """'new' (published), 'duplicate' (refuse), 'resent' (republished, answer with status),
-        'held' (claimed, its append waits for the partition's datastore: answer pending), or
-        'unavailable' (the session store failed: refuse)."""
+        """'new' (appended, or deferred to the end of the intake's cycle and held there until its
+        datastore takes it: the cell's report answers), 'duplicate' (refuse), 'resent'
+        (republished, answer with status), or 'unavailable' (the session store failed: refuse)."""
         r, b = self.request, self.request.behaviour
         if isinstance(reply, StoreError):
             if self.colocated:

@@ -26,7 +26,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -156,6 +156,12 @@ class AmqpLink:
         self.connection = connection
         self.lost = None
 
+    def ensure(self) -> None:
+        """Connected, now (a channel of a closed connection reports itself closed, so its user
+        opens a new one): ``AmqpUnavailable`` when the broker still cannot be reached."""
+        if not self.healthy:
+            self.connect()
+
     def _on_close(self, _sender: Any, exc: BaseException | None = None) -> None:
         self.lost = f"{type(exc).__name__}: {exc}" if exc is not None else "closed"
         if not self._closing:
@@ -185,9 +191,9 @@ class AmqpLink:
         self.loop.call_soon_threadsafe(self.loop.stop)
 
 
-async def declare_command_queues(channel: aio_pika.abc.AbstractChannel, partitions: Iterable[int]) -> None:
-    for p in partitions:
-        await channel.declare_queue(command_queue(p), durable=True, arguments=COMMAND_QUEUE_ARGUMENTS)
+async def declare_command_queue(channel: aio_pika.abc.AbstractChannel, partition: int) -> aio_pika.abc.AbstractQueue:
+    """``matching:commands.pN`` as seed 000 declares it (publishers and consumers alike)."""
+    return await channel.declare_queue(command_queue(partition), durable=True, arguments=COMMAND_QUEUE_ARGUMENTS)
 
 
 async def _publish_confirmed(exchange: aio_pika.abc.AbstractExchange, messages: Sequence[tuple[str, aio_pika.Message]],
@@ -226,19 +232,18 @@ class AmqpCommandPublisher:
         if self._channel is None or self._channel.is_closed:
             assert self.link.connection is not None
             self._channel = await self.link.connection.channel(publisher_confirms=True, on_return_raises=True)
-            await declare_command_queues(self._channel, range(self.partition_count))
+            for p in range(self.partition_count):
+                await declare_command_queue(self._channel, p)
         return self._channel
 
     def declare(self) -> None:
         """Every partition's queue exists (declared as the cells declare it)."""
-        if not self.link.healthy:
-            self._reconnect()
+        self.link.ensure()
         self.link.call(self._ready_channel())
 
     def publish(self, commands: Sequence[Command]) -> None:
         """Every command appended (confirmed), or an exception: then none counts as appended."""
-        if not self.link.healthy:
-            self._reconnect()
+        self.link.ensure()
         self.link.call(self._publish(commands))
 
     async def _publish(self, commands: Sequence[Command]) -> None:
@@ -247,10 +252,6 @@ class AmqpCommandPublisher:
             encode_command(c), message_id=c.command_id, delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
             content_type="application/msgpack", type=c.kind)) for c in commands]
         await _publish_confirmed(channel.default_exchange, messages, self.window)
-
-    def _reconnect(self) -> None:
-        self._channel = None
-        self.link.connect()
 
 
 class QueueConsumer:
@@ -297,8 +298,7 @@ class QueueConsumer:
                 self._buffer.get_nowait()
             except queue.Empty:
                 break
-        if not self.link.healthy:
-            self.link.connect()
+        self.link.ensure()
         self.start()
 
     def read(self, count: int, block_ms: int) -> list[tuple[bytes, dict[bytes, bytes] | None, Any]]:
@@ -341,7 +341,7 @@ class AmqpCommandSource(QueueConsumer):
 
     def __init__(self, link: AmqpLink, partition: int, prefetch: int) -> None:
         async def declare(channel: aio_pika.abc.AbstractChannel) -> aio_pika.abc.AbstractQueue:
-            return await channel.declare_queue(command_queue(partition), durable=True, arguments=COMMAND_QUEUE_ARGUMENTS)
+            return await declare_command_queue(channel, partition)
 
         super().__init__(link, command_queue(partition), prefetch, declare)
         self.partition = partition
@@ -440,9 +440,7 @@ class AmqpEventPublisher:
 
     def publish(self, deliveries: Sequence[Delivery]) -> None:
         try:
-            if not self.link.healthy:
-                self._channel = self._exchange = None
-                self.link.connect()
+            self.link.ensure()
             self.link.call(self._publish(deliveries))
         except Exception as exc:  # noqa: BLE001 (a nack, a return, a lost connection: the batch again)
             raise PublishError(f"RabbitMQ did not confirm the batch: {type(exc).__name__}: {exc}") from exc
