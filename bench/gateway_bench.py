@@ -35,6 +35,7 @@ def serve_memory(port: int) -> None:
 
     from fixgw.at import AcceptanceBehaviour
     from fixgw.config import GatewaySettings
+    from fixgw.fixmsg import inbound
 
     settings = GatewaySettings(mode="gateway", port=port, http_port=0,
                                session=[{"name": "CLIENT1", "begin_string": "FIX.4.4"}])
@@ -53,7 +54,7 @@ def serve_memory(port: int) -> None:
         def toAdmin(self, m, s): return None  # noqa: E704,N802
         def toApp(self, m, s): return None  # noqa: E704,N802
         def fromAdmin(self, m, s): return None  # noqa: E704,N802
-        def fromApp(self, m, s): behaviour.on_app_message(m, s, cfg)  # noqa: E704,N802
+        def fromApp(self, m, s): behaviour.on_app_message(inbound(m), s, cfg)  # noqa: E704,N802
 
     path = Path(tempfile.mkdtemp()) / "qf.cfg"
     path.write_text(settings.quickfix_settings(path.parent / "store"))

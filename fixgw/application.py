@@ -40,7 +40,7 @@ from sessionstore.store import NO_INDEX
 
 from .config import SessionConfig
 from .credentials import credentials_problem
-from .fixmsg import business_reject, filled, wire_bytes
+from .fixmsg import Inbound, business_reject, filled, inbound, wire_bytes
 from .inputs import MAX_SEQ_NUM, logon_problem, split_fields
 from .intake import Intake
 from .metrics import GatewayMetrics
@@ -70,7 +70,9 @@ QUICKFIX_SIGNAL = fix.FIXException
 class Behaviour(Protocol):
     """What the gateway does with application messages (AT echo, order entry, ...)."""
 
-    def on_app_message(self, message: fix.Message, session_id: fix.SessionID, session: SessionConfig) -> None: ...
+    def on_app_message(self, message: Inbound, session_id: fix.SessionID, session: SessionConfig) -> None:
+        """``message`` read once (``fixmsg.inbound``); called on QuickFIX's thread."""
+        ...
 
     def on_logon(self, session_id: fix.SessionID, session: SessionConfig) -> None: ...
 
@@ -331,7 +333,7 @@ class GatewayApplication(fix.Application):  # a SWIG director base
                     self.metrics.refused_logons.labels(self._name(sid)).inc()
                     self._refused_logon_cleanup(sid)
                     raise fix.RejectLogon(f"Logon refused: {problem}")  # → Logout with this text
-            self._record_inbound_safely(message, sid, sid.toString())
+            self._record_inbound_safely(message, sid, sid.toString(), None)
 
     def _credentials_problem(self, sid: fix.SessionID, raw: str) -> str | None:
         """Logon authentication (``SessionConfig.password_hash``). After a refusal the next
@@ -352,9 +354,11 @@ class GatewayApplication(fix.Application):  # a SWIG director base
     def fromApp(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
         text = sid.toString()
         with self.watch.running("fromApp", self._names.get(text, text)):
+            parsed: Inbound | None = None
             try:
                 cfg, _ = self._keys[text]
-                self.behaviour.on_app_message(message, sid, cfg)
+                parsed = inbound(message)
+                self.behaviour.on_app_message(parsed, sid, cfg)
             except QUICKFIX_SIGNAL:
                 raise  # a session-level reject QuickFIX builds itself (and records the number)
             except Exception as exc:  # noqa: BLE001
@@ -364,7 +368,7 @@ class GatewayApplication(fix.Application):  # a SWIG director base
             # unrecorded, so after takeover the counterparty is asked to resend it (PossDup)
             # and handling it again is idempotent (ClOrdID window, deterministic command id).
             # Recorded first, a crash in between would lose the message.
-            self._record_inbound_safely(message, sid, text)
+            self._record_inbound_safely(message, sid, text, parsed)
 
     def _refuse(self, message: fix.Message, sid: fix.SessionID, text: str) -> None:
         """BusinessMessageReject for a request the behaviour failed on; best effort."""
@@ -464,19 +468,22 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         self._sent_marks.pop(key, None)
         log.info("%s: new FIX session: stored sequence numbers reset", key)
 
-    def _record_inbound_safely(self, message: fix.Message, sid: fix.SessionID, text: str) -> None:
+    def _record_inbound_safely(self, message: fix.Message, sid: fix.SessionID, text: str,
+                               parsed: Inbound | None) -> None:
         # No store I/O here (the recorder writes behind and fails fast itself): only a bug can raise.
         try:
-            self._record_inbound(message, sid, text)
+            self._record_inbound(message, sid, text, parsed)
         except Exception as exc:  # noqa: BLE001
             self._unexpected("record inbound", sid, exc)
 
-    def _record_inbound(self, message: fix.Message, sid: fix.SessionID, text: str) -> None:
-        header = message.getHeader()
+    def _record_inbound(self, message: fix.Message, sid: fix.SessionID, text: str, parsed: Inbound | None) -> None:
         cfg, key = self._keys[text]
-        msg_type = header.getField(MSG_TYPE)
+        if parsed is not None and parsed.seq:
+            msg_type, seq = parsed.msg_type, int(parsed.seq)
+        else:
+            header = message.getHeader()
+            msg_type, seq = header.getField(MSG_TYPE), int(header.getField(MSG_SEQ_NUM))
         self.metrics.received(self._names[text], msg_type)
-        seq = int(header.getField(MSG_SEQ_NUM))
         target: int | None = None
         if msg_type not in ADMIN_TYPES:
             # QuickFIX hands an application message over only in sequence (Session::verify

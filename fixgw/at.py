@@ -17,8 +17,7 @@ import quickfix as fix
 
 from .application import Delivery
 from .config import SessionConfig
-
-POSS_RESEND, CL_ORD_ID, MSG_TYPE = 97, 11, 35
+from .fixmsg import Inbound
 
 
 class AcceptanceBehaviour:
@@ -30,24 +29,20 @@ class AcceptanceBehaviour:
     def start(self, gateway: Any) -> None:
         self.gateway = gateway
 
-    def _echo(self, message: fix.Message, sid: fix.SessionID) -> None:
-        echo = fix.Message(message)
-        msg_type = echo.getHeader().getField(MSG_TYPE)
-        self.gateway.application.intake.answer(sid, Delivery(echo, msg_type, inbox_id=""))
+    def _echo(self, message: Inbound, sid: fix.SessionID) -> None:
+        echo = fix.Message(message.message)
+        self.gateway.application.intake.answer(sid, Delivery(echo, message.msg_type, inbox_id=""))
 
-    def on_app_message(self, message: fix.Message, sid: fix.SessionID, session: SessionConfig) -> None:
-        header = message.getHeader()
-        msg_type = header.getField(MSG_TYPE)
-        if msg_type == "D":
-            poss_resend = header.isSetField(POSS_RESEND) and header.getField(POSS_RESEND) == "Y"
-            clordid = message.getField(CL_ORD_ID)
+    def on_app_message(self, message: Inbound, sid: fix.SessionID, session: SessionConfig) -> None:
+        if message.msg_type == "D":
+            clordid = message.fields.get(11, "")
             with self._lock:
                 seen = self._seen.setdefault(sid.toString(), set())
-                if poss_resend and clordid in seen:
+                if message.poss_resend and clordid in seen:
                     return
                 seen.add(clordid)
             self._echo(message, sid)
-        elif msg_type == "d":
+        elif message.msg_type == "d":
             self._echo(message, sid)
         else:
             raise fix.UnsupportedMessageType()

@@ -7,6 +7,7 @@ Owns turning them into QuickFIX's own SessionSettings text. Every session is mar
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, Literal
 
@@ -95,7 +96,11 @@ class SessionConfig(BaseModel):
         return f"{self.begin_string}-{self.sender_comp_id}-{self.target_comp_id}"
 
     def key(self, namespace: str) -> SessionKey:
-        return SessionKey(namespace, self.kind, self.name)
+        return _session_key(namespace, self.kind, self.name)
+
+
+# Asked for on every message; a SessionKey checks its parts when it is made.
+_session_key = functools.lru_cache(maxsize=4096)(SessionKey)
 
 
 class PartitionEndpoint(RedisEndpoint):

@@ -11,7 +11,6 @@ dispatched goes to the inbox's dead-letter stream; the dispatcher never stops on
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -163,7 +162,7 @@ class Dispatcher(threading.Thread):
             for out in tr.event_messages(event, known, table, cfg.begin_string, roles):
                 if out.view is not None:
                     views[(key, out.order_id)] = out.view  # the next event of this order sees it
-                view_json = json.dumps(out.view.to_dict()) if out.view is not None else ""
+                view_json = out.view.to_json() if out.view is not None else ""
                 text = body_text(out.msg_type, out.fields)
                 per_session.setdefault(key, []).append(Delivery(from_text(text), out.msg_type, out.inbox_id,
                                                                 out.order_id, view_json, text=text,
@@ -190,7 +189,7 @@ class Dispatcher(threading.Thread):
             ordered = sorted(ids)
             raw = self.gateway.stores[cfg.kind].order_views(cfg.key(self.gateway.namespace), ordered)
             for oid, v in zip(ordered, raw):
-                views[(key, oid)] = tr.OrderView.from_dict(json.loads(v)) if v else None
+                views[(key, oid)] = tr.OrderView.from_json(v) if v else None
         return views
 
     def _check_order(self, kind: str, event: Event, offset_raw: bytes | None) -> None:

@@ -8,6 +8,7 @@ What is *accepted* is decided in ``inputs`` (pure); this file only reads and bui
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import quickfix as fix
@@ -24,7 +25,6 @@ def wire_bytes(message: fix.Message) -> bytes:
 # writes 8, 9, 35 first and then in ascending tag order (message_order::header).
 QUICKFIX_HEADER_TAGS = frozenset({8, 9, 35, 49, 56, 115, 128, 90, 91, 34, 50, 142, 57, 143, 116, 144, 129, 145, 43,
                                   97, 52, 122, 212, 213, 347, 369, 627})
-NOT_BODY_TAGS = QUICKFIX_HEADER_TAGS | {10}  # what ``message_fields`` leaves out: the header and the CheckSum
 
 
 def filled(text: str, begin_string: str, sender: str, target: str, seq: int, sending_time: str) -> bytes:
@@ -59,13 +59,36 @@ def filled(text: str, begin_string: str, sender: str, target: str, seq: int, sen
     return head + rest + b"10=%03d\x01" % ((sum(head) + sum(rest)) % 256)
 
 
-def message_fields(message: fix.Message) -> dict[int, str]:
-    """Body fields as the wire text had them (no float ever touches a price); first wins."""
-    out: dict[int, str] = {}
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """An inbound application message, read once from its text.
+
+    Every call into the bindings hands the GIL over (see ``filled``); a request used to make
+    ten of them (header fields, flags, body) on QuickFIX's thread. Now one ``toString``."""
+
+    message: fix.Message
+    msg_type: str
+    seq: str  # MsgSeqNum as received
+    poss_dup: bool  # PossDupFlag (43) = Y
+    poss_resend: bool  # PossResend (97) = Y
+    fields: dict[int, str]  # body fields as the wire text had them (no float ever touches a price); first wins
+
+    @property
+    def possdup(self) -> bool:
+        """Possibly seen before, either way."""
+        return self.poss_dup or self.poss_resend
+
+
+def inbound(message: fix.Message) -> Inbound:
+    """``Inbound`` from one ``toString``: header and body fields, the first of each tag wins."""
+    body: dict[int, str] = {}
+    header: dict[int, str] = {}
     for tag, value in split_fields(message.toString()):
-        if tag not in NOT_BODY_TAGS and tag not in out:
-            out[tag] = value
-    return out
+        if tag in QUICKFIX_HEADER_TAGS:
+            header.setdefault(tag, value)
+        elif tag != 10 and tag not in body:
+            body[tag] = value
+    return Inbound(message, header.get(35, ""), header.get(34, ""), header.get(43) == "Y", header.get(97) == "Y", body)
 
 
 def build(msg_type: str, fields: list[tuple[int, str]]) -> fix.Message:

@@ -25,7 +25,8 @@ def split_fields(raw: str) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
     for part in raw.split("\x01"):
         tag, sep, value = part.partition("=")
-        if sep and WHOLE_NUMBER.match(tag):
+        # isascii() and isdigit() is WHOLE_NUMBER without a regex call (the hot path: every field)
+        if sep and tag.isascii() and tag.isdigit() and len(tag) <= 10:
             out.append((int(tag), value))
     return out
 

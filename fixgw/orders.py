@@ -18,7 +18,6 @@ never make a second order. Events come back through ``dispatcher``.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -26,15 +25,17 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import quickfix as fix
 from redis.exceptions import RedisError
 
 from matching.amqp import AmqpCommandPublisher, AmqpInboxBridge, AmqpLink, AmqpUnavailable, inbox_queue
-from matching.conductor import command_entry, recorded_partition_count, submit
+from matching.conductor import append_commands, command_entry, recorded_partition_count
 from matching.contracts import CancelOrder, Command, command_json, parse_command, partition_of
 from matching.instruments import InstrumentTable
-from sessionstore import SessionKey, SessionStore, StoreError, connect
-from sessionstore.connection import RedisClient, check_credentials, is_cluster, round_trip
+from matching.keys import PartitionKeys
+from sessionstore import SessionKey, SessionStore, StoreError
+from sessionstore.connection import RedisClient, round_trip
 from sessionstore.keys import GatewayKey
 from sessionstore.settings import ConfigError
 from sessionstore.store import claimed
@@ -42,14 +43,28 @@ from sessionstore.store import claimed
 from . import translation as tr
 from .config import SessionConfig
 from .dispatcher import CLOSED_STATUSES, Dispatcher
-from .fixmsg import build, business_reject, message_fields, session_reject
+from .fixmsg import Inbound, build, business_reject, session_reject
 from .inputs import text_problem
+from .placement import PartitionClients
 from .throttle import TokenBucket
 
 log = logging.getLogger("fixgw.orders")
 
-POSS_DUP, POSS_RESEND, MSG_SEQ_NUM, MSG_TYPE = 43, 97, 34, 35
 INCORRECT_DATA_FORMAT = "6"  # SessionRejectReason
+
+# A ClOrdID's record (JSON: orderId, pairId, command, view), written with its claim.
+RECORD_ENCODER = msgspec.json.Encoder()
+RECORD_DECODER = msgspec.json.Decoder(dict[str, Any])
+
+
+def refusal_for(outcome: str, partition: int) -> tr.Refusal:
+    """The answer to a request whose claim was not taken (``Claim._outcome``)."""
+    if outcome == "duplicate":
+        return tr.Refusal("duplicate-order", "ClOrdID already used on this session")
+    if outcome == "relocating":
+        return tr.Refusal("partition-relocating", f"partition {partition} is being moved to another datastore: "
+                          "nothing was done; send the request again shortly")
+    return tr.Refusal("store-unavailable", "order store unavailable")
 
 
 def incarnation() -> str:
@@ -60,27 +75,29 @@ def incarnation() -> str:
 
 
 class CommandRouter:
-    """Publishes each command to its partition's datastore (the partition map). A partition
-    ``colocated`` with the session store (same datastore, not a Cluster) takes its commands
-    in the same script as the ClOrdID claim."""
+    """Publishes each command to its partition's datastore (``placement``: configured, or where
+    the partition map says it moved). A partition ``colocated`` with the session store (same
+    datastore, not a Cluster) takes its commands in the same script as the ClOrdID claim."""
 
-    def __init__(self, clients: dict[int, RedisClient], partition_count: int,
-                 colocated: frozenset[int] = frozenset()) -> None:
-        self.clients = clients
+    def __init__(self, routes: PartitionClients, partition_count: int) -> None:
+        self.routes = routes
         self.partition_count = partition_count
-        self.colocated = colocated
+
+    @property
+    def colocated(self) -> frozenset[int]:
+        return self.routes.colocated
+
+    @property
+    def clients(self) -> dict[int, RedisClient]:
+        return self.routes.clients
 
     def publish_command(self, command: Command) -> None:
-        submit(self.clients[command.partition], command, self.partition_count)
+        self.publish_commands([command])
 
     def publish_commands(self, commands: list[Command]) -> None:
-        """One partition's commands in one round trip (they share its datastore)."""
-        if len(commands) == 1:
-            return self.publish_command(commands[0])
-        client = self.clients[commands[0].partition]
-        round_trip(client, [("XADD", stream, "*", *[x for kv in fields.items() for x in kv])
-                            for stream, fields in (command_entry(c, self.partition_count) for c in commands)],
-                   transaction=True)  # all or none: a failure holds them all, in order
+        """One partition's commands in one round trip (they share its datastore), all or none:
+        a failure holds them all, in order. Refused while the partition is being relocated."""
+        append_commands(self.clients[commands[0].partition], commands, self.partition_count)
 
 
 class AppendFailed(Exception):
@@ -179,6 +196,11 @@ class HeldCommands:
                 self._cond.notify()
             return False
 
+    def wake(self) -> None:
+        """Try the held commands now (a partition was routed elsewhere)."""
+        with self._cond:
+            self._cond.notify()
+
     def problems(self) -> list[str]:
         with self._cond:
             return [f"{len(q)} commands held for partition {p} (its datastore does not take them)"
@@ -214,7 +236,8 @@ class HeldCommands:
             if progress:
                 wait = self._retry[0]
             else:
-                time.sleep(wait)
+                with self._cond:
+                    self._cond.wait(wait)  # or until ``wake``
                 wait = min(wait * 2, self._retry[1])
 
 
@@ -232,30 +255,25 @@ class OrderEntryBehaviour:
         self.table = InstrumentTable.load(link.instruments)
         self.namespace = gateway.namespace
         self.window_ms = int(link.idempotency_window * 1000)
-        clients: dict[int, RedisClient] = {}
-        for p in range(link.partition_count):
-            endpoint = link.endpoint(p, gateway.store_settings)
-            if endpoint is gateway.store_settings:
-                clients[p] = gateway.client
-            else:
-                clients[p] = connect(endpoint)
-                check_credentials(clients[p], endpoint, f"[[matching.partition]] index = {p}")
-        for p, client in clients.items():
-            recorded = recorded_partition_count(client, p)
-            if recorded is not None and recorded != link.partition_count:
-                # Routing by a different count would send orders to partitions that do not own their pair.
-                raise ConfigError(f"[matching] partition_count = {link.partition_count}, but partition {p} "
-                                  f"was booted with MATCHING_PARTITION_COUNT={recorded}")
+        self.routes: PartitionClients | None = None
         self.bridges: list[AmqpInboxBridge] = []
         self.router: CommandRouter | AmqpCommandRouter
         if link.transport == "rabbitmq":
             self.router = self._broker_router(gateway)
         else:
-            colocated = frozenset(p for p, c in clients.items() if c is gateway.client and not is_cluster(c))
-            self.router = CommandRouter(clients, link.partition_count, colocated)
+            self.routes = PartitionClients(gateway, link)
+            for p, client in self.routes.clients.items():
+                recorded = recorded_partition_count(client, p)
+                if recorded is not None and recorded != link.partition_count:
+                    # Routing by a different count would send orders to partitions that do not own their pair.
+                    raise ConfigError(f"[matching] partition_count = {link.partition_count}, but partition {p} "
+                                      f"was booted with MATCHING_PARTITION_COUNT={recorded}")
+            self.router = CommandRouter(self.routes, link.partition_count)
         self.held = HeldCommands(self.router, on_held=lambda partition, n: gateway.metrics.commands_held.labels(
             str(partition)).inc(n))
         gateway.application.intake.after_work = self.held.publish_deferred
+        if self.routes is not None:
+            self.routes.watch(on_change=self.held.wake)
         for cfg in gateway.settings.session:
             if cfg.cancel_on_disconnect:  # a client whose connection died with the previous gateway
                 timer = threading.Timer(cfg.cancel_on_disconnect_grace, self._cancel_if_still_away, args=(cfg,))
@@ -296,6 +314,8 @@ class OrderEntryBehaviour:
     def stop(self) -> None:
         for bridge in getattr(self, "bridges", []):
             bridge.stop()
+        if getattr(self, "routes", None) is not None:
+            self.routes.stop()  # type: ignore[union-attr]
         if self.dispatcher is not None:
             self.held.stop()
             self.dispatcher.stop.set()
@@ -329,7 +349,7 @@ class OrderEntryBehaviour:
         try:
             views = store.all_order_views(key)
             for order_id, raw in views.items():
-                view = tr.OrderView.from_dict(json.loads(raw))
+                view = tr.OrderView.from_json(raw)
                 inst = self.table.by_symbol.get(view.symbol)
                 if view.status in CLOSED_STATUSES or inst is None:
                     continue
@@ -347,14 +367,11 @@ class OrderEntryBehaviour:
 
     # --- inbound: on QuickFIX's thread ------------------------------------------------------
 
-    def on_app_message(self, message: fix.Message, sid: fix.SessionID, cfg: SessionConfig) -> None:
-        msg_type = message.getHeader().getField(MSG_TYPE)
+    def on_app_message(self, message: Inbound, sid: fix.SessionID, cfg: SessionConfig) -> None:
+        msg_type = message.msg_type
         if cfg.kind != "fsg" or msg_type not in ("D", "F", "G", "H"):
             raise fix.UnsupportedMessageType()  # → BusinessMessageReject
-        header = message.getHeader()
-        possdup = any(header.isSetField(t) and header.getField(t) == "Y" for t in (POSS_DUP, POSS_RESEND))
-        seq = header.getField(MSG_SEQ_NUM)
-        f = message_fields(message)
+        possdup, seq, f = message.possdup, message.seq, message.fields
         key = cfg.key(self.namespace)
         problem = text_problem(f)
         if problem is not None:  # refused before anything is looked up, claimed or published
@@ -391,14 +408,14 @@ class OrderEntryBehaviour:
 
     def _record(self, store: SessionStore, key: SessionKey, clordid: str) -> dict[str, Any] | None:
         raw = store.clordid_record(key, clordid)
-        return json.loads(raw) if raw else None
+        return RECORD_DECODER.decode(raw) if raw else None
 
     def _view(self, store: SessionStore, key: SessionKey, record: dict[str, Any] | None) -> tr.OrderView | None:
         if record is None:
             return None
         raw = store.order_views(key, [record["orderId"]])[0]
         if raw is not None:
-            return tr.OrderView.from_dict(json.loads(raw))
+            return tr.OrderView.from_json(raw)
         return tr.OrderView.from_dict(record["view"]) if record.get("view") else None
 
     def _new_order(self, r: OrderRequest) -> None:
@@ -412,17 +429,15 @@ class OrderEntryBehaviour:
         assert req.view is not None
         order_view = req.view
         record = {"orderId": order_view.order_id, "pairId": req.command.pair_id,
-                  "command": command_json(req.command), "view": order_view.to_dict()}
+                  "command": command_json(req.command), "view": order_view}
 
         def answer(outcome: str) -> None:
             if outcome == "resent":
                 view = self._view(r.store, r.key, self._record(r.store, r.key, clordid)) or order_view
                 self._reply(r.sid, "8", tr.status_report(view, f"S-{r.seq}-{clordid}", cfg.begin_string))
                 return
-            reason = "duplicate-order" if outcome == "duplicate" else "store-unavailable"
-            text = "ClOrdID already used on this session" if outcome == "duplicate" else "order store unavailable"
-            self._reply(r.sid, "8", tr.refusal_report(order_view, tr.Refusal(reason, text), f"R-{r.seq}-{clordid}",
-                                                      cfg.begin_string))
+            self._reply(r.sid, "8", tr.refusal_report(order_view, refusal_for(outcome, req.command.partition),
+                                                      f"R-{r.seq}-{clordid}", cfg.begin_string))
 
         r.claim = Claim(r, clordid, record, req.command, answer)
 
@@ -453,17 +468,16 @@ class OrderEntryBehaviour:
             return
         assert view is not None and original is not None
         record = {"orderId": view.order_id, "pairId": pair, "command": command_json(req.command),
-                  "view": view.to_dict()}
+                  "view": view}
         current = view
 
         def answer(outcome: str) -> None:
             if outcome == "resent":
                 return  # the republished command's events answer it
 
-            reason = "duplicate-order" if outcome == "duplicate" else "store-unavailable"
+            refused = refusal_for(outcome, req.command.partition)
             self._reply(r.sid, "9", tr.cancel_reject(current.order_id, clordid, orig, current.status, response_to,
-                                                     reason, "ClOrdID already used" if outcome == "duplicate" else "",
-                                                     cfg.begin_string))
+                                                     refused.reason, refused.text, cfg.begin_string))
 
         r.claim = Claim(r, clordid, record, req.command, answer)
 
@@ -524,21 +538,23 @@ class Claim:
     clordid: str
     record: dict[str, Any]
     command: Command
-    answer: Any  # (outcome: 'duplicate' | 'resent' | 'unavailable') → None: the request's answer
+    answer: Any  # (outcome: 'duplicate' | 'resent' | 'unavailable' | 'relocating') → None: the request's answer
     value: str = field(init=False)
+    colocated: bool = field(init=False, default=False)  # decided once, when the calls are made
 
     def __post_init__(self) -> None:
-        self.value = json.dumps(self.record)
-
-    @property
-    def colocated(self) -> bool:
-        return self.command.partition in self.request.behaviour.router.colocated
+        self.value = RECORD_ENCODER.encode(self.record).decode()
 
     def calls(self) -> list[tuple[Any, ...]]:
         r, b = self.request, self.request.behaviour
+        # The partition map can move a partition between two cycles (``fixgw-cell relocate``):
+        # how this claim was written decides how its reply is read.
+        self.colocated = self.command.partition in b.router.colocated
         if self.colocated:  # one script: the claim and the command land together or not at all
             stream, entry = command_entry(self.command, b.router.partition_count)
-            return [r.store.claim_and_append_call(r.key, self.clordid, self.value, b.window_ms, stream, entry)]
+            guard = PartitionKeys(self.command.partition).relocation
+            return [r.store.claim_and_append_call(r.key, self.clordid, self.value, b.window_ms, stream, entry,
+                                                  guard)]
         return [r.store.claim_call(r.key, self.clordid, self.value, b.window_ms)]
 
     def settle(self, reply: Any) -> None:
@@ -549,9 +565,13 @@ class Claim:
     def _outcome(self, reply: Any) -> str:
         """'new' (appended, or deferred to the end of the intake's cycle and held there until its
         datastore takes it: the cell's report answers), 'duplicate' (refuse), 'resent'
-        (republished, answer with status), or 'unavailable' (the session store failed: refuse)."""
+        (republished, answer with status), 'unavailable' (the session store failed: refuse), or
+        'relocating' (the partition is being moved: nothing claimed, refuse; the client may send
+        the same ClOrdID again)."""
         r, b = self.request, self.request.behaviour
         if isinstance(reply, StoreError):
+            if self.colocated and str(reply).startswith("RELOCATING"):
+                return "relocating"
             if self.colocated:
                 # Atomic: if the claim is there, so is the command, and the cell will answer.
                 try:

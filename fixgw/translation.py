@@ -13,9 +13,12 @@ Rules of this file:
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
+
+import msgspec
+from msgspec.structs import replace
 
 from matching.contracts import (
     CancelOrder,
@@ -79,9 +82,9 @@ def _need(f: dict[int, str], tag: int, name: str) -> str:
     return value
 
 
-@dataclass(frozen=True, slots=True)
-class OrderView:
-    """The gateway's own view of one order, as its owner last saw it."""
+class OrderView(msgspec.Struct, frozen=True):
+    """The gateway's own view of one order, as its owner last saw it. Stored as JSON in the
+    session's order views and ClOrdID records (``to_json``; the field names are the keys)."""
 
     order_id: str
     cl_ord_id: str
@@ -99,11 +102,22 @@ class OrderView:
     orig_cl_ord_id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__}  # flat: asdict's deep copy is slow
+        return msgspec.structs.asdict(self)
+
+    def to_json(self) -> str:
+        return _JSON.encode(self).decode()
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OrderView:
-        return cls(**d)
+        return msgspec.convert(d, cls)
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> OrderView:
+        return _VIEW_DECODER.decode(raw)
+
+
+_JSON = msgspec.json.Encoder()
+_VIEW_DECODER = msgspec.json.Decoder(OrderView)
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,9 +254,10 @@ REJECT_REASON_44 = {"unknown-symbol": "1", "duplicate-order": "6", "quantity-out
                     "unsupported-time-in-force": "11", "unsupported-ord-type": "11", "unsupported-side": "11",
                     "unknown-pair": "1", "price-out-of-band": "99", "off-tick": "99", "invalid-price": "99",
                     "post-only-would-take": "99", "insufficient-liquidity": "99", "store-unavailable": "99",
-                    "missing-field": "99", "invalid-number": "99"}
+                    "missing-field": "99", "invalid-number": "99",
+                    "partition-relocating": "2"}  # 2 = exchange closed: for now, not for good (Text says so)
 REJECT_REASON_42 = {"unknown-symbol": "1", "unknown-pair": "1", "duplicate-order": "6",
-                    "quantity-out-of-range": "3"}
+                    "quantity-out-of-range": "3", "partition-relocating": "2"}
 
 
 def ord_rej_reason(reason: str, begin_string: str) -> str:

@@ -14,7 +14,9 @@ import sys
 import threading
 from collections.abc import Callable
 
-from sessionstore.connection import check_credentials, connect
+from redis.exceptions import RedisError
+
+from sessionstore.connection import RedisClient, check_credentials, connect
 from sessionstore.keys import GatewayKey
 from sessionstore.settings import ConfigError
 
@@ -26,9 +28,12 @@ from .instruments import InstrumentTable
 from .keys import PartitionKeys
 from .metrics import ConductorMetrics, OutboxMetrics
 from .outbox import OutboxWorker, Publisher, RedisStreamsPublisher, owner_routes
+from .relocation import cell_location, cell_must_stand_down
 from .storage import reconcile
 
 log = logging.getLogger("matching")
+
+RELOCATION_POLL_S = 0.25
 
 
 def _stop_on_signals() -> threading.Event:
@@ -38,15 +43,53 @@ def _stop_on_signals() -> threading.Event:
     return stop
 
 
-def _serve(http: CellHttp, what: str, run: Callable[[threading.Event], None]) -> int:
-    """Say what runs and where its endpoints are, then run until SIGTERM/SIGINT."""
+def _serve(http: CellHttp, what: str, run: Callable[[threading.Event], None], client: RedisClient,
+           partition: int) -> int:
+    """Say what runs and where its endpoints are, then run until SIGTERM/SIGINT, or until a
+    relocation of the partition asks the cell to stand down (``relocation.py``)."""
     print(f"matching: {what}, http://127.0.0.1:{http.port}/metrics", flush=True)
     stop = _stop_on_signals()
+    keys = PartitionKeys(partition)
+
+    def watch_relocation() -> None:
+        while not stop.wait(RELOCATION_POLL_S):
+            try:
+                reason = cell_must_stand_down(client, keys)
+            except RedisError:
+                continue  # the loop itself reports an unreachable datastore
+            if reason is not None:
+                log.warning("%s: standing down; started again, this process follows the partition", reason)
+                stop.set()
+
+    threading.Thread(target=watch_relocation, name="relocation-watch", daemon=True).start()
     try:
         run(stop)
     finally:
         http.stop()
     return 0
+
+
+def follow_relocation(settings: CellSettings, role: str) -> CellSettings:
+    """The settings of the datastore that holds the partition now: a relocated partition's old
+    datastore says where it went (``moved``); while it is being moved the cell does not start."""
+    partition = _partition(settings)
+    for _ in range(8):  # a partition moved several times: each old datastore points on
+        client = connect(settings.endpoint(), client_name=f"{role}-p{partition}-boot")
+        where, detail = cell_location(client, PartitionKeys(partition))
+        client.close()
+        if where == "here":
+            return settings
+        if where == "wait":
+            raise RelocationUnderWay(f"partition {partition} is being relocated (state {detail}): start the {role} "
+                                     "again once `fixgw-cell relocate` has switched it")
+        log.warning("partition %d was relocated to %s: following it", partition, detail)
+        settings = settings.model_copy(update={"redis_url": detail, "redis_sentinel_hosts": None,
+                                               "redis_sentinel_name": None, "redis_cluster_nodes": None})
+    raise ConfigError(f"partition {partition}: too many relocation markers to follow")
+
+
+class RelocationUnderWay(Exception):
+    pass
 
 
 def _partition(settings: CellSettings) -> int:
@@ -94,7 +137,7 @@ def run_conductor(settings: CellSettings) -> int:
     http = CellHttp(settings.http_port, conductor.metrics.registry, conductor.ready,
                     lambda pair: reconcile(control, conductor.keys, pair)).start()
     return _serve(http, f"conductor p{conductor.partition} of {settings.partition_count} ({settings.durability})",
-                  conductor.run)
+                  conductor.run, control, conductor.partition)
 
 
 def run_outbox(settings: CellSettings, target_url: str | None, also: list[str]) -> int:
@@ -118,26 +161,36 @@ def run_outbox(settings: CellSettings, target_url: str | None, also: list[str]) 
                           lease_renew_s=settings.lease_ttl_ms / 3000, durability=settings.durability_policy)
     http = CellHttp(settings.http_port, worker.metrics.registry,
                     lambda: worker.has_lease and (link is None or link.healthy)).start()
-    return _serve(http, f"outbox p{partition} draining {PartitionKeys(partition).events}", worker.run)
+    return _serve(http, f"outbox p{partition} draining {PartitionKeys(partition).events}", worker.run, control,
+                  partition)
 
 
 def main(argv: list[str] | None = None) -> int:
+    args_list = sys.argv[1:] if argv is None else argv
+    if args_list[:1] == ["relocate"]:
+        from tools.relocate_cli import main as relocate
+
+        return relocate(args_list[1:])
     parser = argparse.ArgumentParser(prog="fixgw-cell", description="One matching-cell process: the conductor "
-                                     "or the outbox worker of MATCHING_PARTITION.")
+                                     "or the outbox worker of MATCHING_PARTITION; `fixgw-cell relocate --help`: "
+                                     "move a partition to another datastore.")
     parser.add_argument("role", choices=["conductor", "outbox"])
     parser.add_argument("--target-url", help="outbox: datastore of the gateway inboxes (default: the cell's own)")
     parser.add_argument("--also", action="append", default=[], help="outbox: a stream every event also goes to "
                         "(e.g. the drop-copy gateway inbox); repeatable")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_list)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        settings = load_cell_settings()
+        settings = follow_relocation(load_cell_settings(), args.role)
         if args.role == "conductor":
             return run_conductor(settings)
         return run_outbox(settings, args.target_url, args.also)
     except (ConfigError, BootRefused) as exc:
         print(f"matching: {exc}", file=sys.stderr)
         return 2
+    except RelocationUnderWay as exc:
+        print(f"matching: {exc}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from typing import Any, Protocol, cast
 
 from redis.exceptions import RedisError, ResponseError
 
-from sessionstore.connection import RedisClient
+from sessionstore.connection import RedisClient, round_trip, text
 from sessionstore.lease import Lease
 
 from .config import LEASE_TTL_MS, Durability
@@ -514,6 +514,36 @@ def command_entry(command: Command, partition_count: int) -> tuple[str, dict[str
         raise ContractError(f"command {command.command_id} routed to partition {command.partition}, "
                             f"pair {command.pair_id} belongs to {partition_of(command.pair_id, partition_count)}")
     return PartitionKeys(command.partition).commands, {"command": encode_command(command)}
+
+
+# One partition's commands, all or none, unless the partition's relocation marker exists (the
+# stream and the marker share the partition's hash tag). KEYS: stream, marker. ARGV: each
+# entry's encoded command. Returns the entry ids, or a RELOCATING error (nothing appended).
+APPEND_COMMANDS = """
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return redis.error_reply('RELOCATING the partition is being moved to another datastore')
+end
+local ids = {}
+for i = 1, #ARGV do ids[i] = redis.call('XADD', KEYS[1], '*', 'command', ARGV[i]) end
+return ids
+"""
+
+
+def append_commands(client: RedisClient, commands: list[Command], partition_count: int) -> list[str]:
+    """What the gateway does: one partition's commands appended in one round trip, all or none;
+    refused (ResponseError RELOCATING) while the partition is being relocated, so nothing lands
+    on a datastore the partition is leaving."""
+    keys = PartitionKeys(commands[0].partition)
+    entries = []
+    for c in commands:
+        stream, fields = command_entry(c, partition_count)
+        if stream != keys.commands:
+            raise ContractError(f"commands of partitions {keys.partition} and {c.partition} in one append")
+        entries.append(fields["command"])
+    [reply] = round_trip(client, [("EVAL", APPEND_COMMANDS, 2, keys.commands, keys.relocation, *entries)])
+    if isinstance(reply, Exception):
+        raise reply
+    return [text(i) for i in reply]
 
 
 def submit(client: RedisClient, command: Command, partition_count: int) -> str:

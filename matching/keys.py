@@ -74,6 +74,12 @@ class PartitionKeys:
     def meta(self) -> str:
         return f"{self.prefix}:meta"
 
+    @property
+    def relocation(self) -> str:
+        """A relocation's marker (hash: state, to/from, at). While it exists on a datastore,
+        nothing appends commands to the partition there (``relocation.py``)."""
+        return f"{self.prefix}:relocation"
+
 
 def publisher_fence(stream: str) -> str:
     """Beside each stream the outbox publishes to (same hash tag): partition → the epoch of the

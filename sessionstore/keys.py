@@ -136,6 +136,14 @@ class SessionKey:
         return f"{self.tag}/clordid:{clordid}"
 
 
+def partition_map(namespace: str) -> str:
+    """Matching partitions relocated away from their configured datastore (hash: partition →
+    URL of the datastore that holds it now); written by ``fixgw-cell relocate``, read by the
+    gateway at start and every half second after."""
+    _check_part("namespace", namespace)
+    return f"{{{namespace}}}/partition-map"
+
+
 def chunk_index(seq_num: int) -> int:
     return seq_num // CHUNK_SIZE
 

@@ -179,9 +179,14 @@ return 0
 
 # The ClOrdID claim and the request it admits, as one step, for a stream on the same datastore
 # (standalone or Sentinel: the keys carry different hash tags, so never on a Cluster).
-# KEYS: owner, clordid key, stream. ARGV: epoch, value, window ms, then the entry's
-# field/value pairs. Returns the entry id, or 0 when the ClOrdID was seen (nothing appended).
+# KEYS: owner, clordid key, stream, guard (a key whose existence refuses the step: the
+# partition's relocation marker). ARGV: epoch, value, window ms, then the entry's field/value
+# pairs. Returns the entry id, 0 when the ClOrdID was seen (nothing appended), or a RELOCATING
+# error (nothing claimed, nothing appended).
 CLAIM_AND_APPEND = _FENCE + """
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  return redis.error_reply('RELOCATING the partition is being moved to another datastore')
+end
 if not redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then return 0 end
 local entry = {}
 for i = 4, #ARGV do entry[#entry + 1] = ARGV[i] end

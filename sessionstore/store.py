@@ -298,19 +298,20 @@ class SessionStore:
                                 [self.fence.epoch, value, window_ms])
 
     def claim_clordid_and_append(self, session: SessionKey, clordid: str, value: str, window_ms: int,
-                                 stream: str, fields: dict[str, bytes] | dict[str, str]) -> bool:
+                                 stream: str, fields: dict[str, bytes] | dict[str, str], guard: str) -> bool:
         """``claim_clordid`` and, only for a first use, the append of ``fields`` to ``stream``,
         atomically (one round trip): either both happened or neither. ``stream`` must live on
-        this store's datastore, and that datastore must not be a Cluster."""
+        this store's datastore, and that datastore must not be a Cluster. While the key
+        ``guard`` exists, neither happens (StoreError RELOCATING)."""
         return claimed(self.write([self.claim_and_append_call(session, clordid, value, window_ms, stream,
-                                                              fields)])[0])
+                                                              fields, guard)])[0])
 
     def claim_and_append_call(self, session: SessionKey, clordid: str, value: str, window_ms: int,
-                              stream: str, fields: dict[str, bytes] | dict[str, str]) -> Call:
+                              stream: str, fields: dict[str, bytes] | dict[str, str], guard: str) -> Call:
         args: list[Any] = [self.fence.epoch, value, window_ms]
         for name, field_value in fields.items():
             args += [name, field_value]
-        return self.script_call(self._claim_append, [session.owner, session.clordid(clordid), stream], args)
+        return self.script_call(self._claim_append, [session.owner, session.clordid(clordid), stream, guard], args)
 
     def clordid_record(self, session: SessionKey, clordid: str) -> str | None:
         with _translated():

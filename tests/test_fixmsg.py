@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import quickfix as fix
 
-from fixgw.fixmsg import body_text, build, filled, from_text, wire_bytes
+from fixgw.fixmsg import body_text, build, filled, from_text, inbound, wire_bytes
 
 
 def quickfix_fill(message: fix.Message, seq: int, stamp: str) -> bytes:
@@ -72,3 +72,21 @@ def test_reports_made_from_text_equal_reports_built_field_by_field(msg_type: str
     assert from_text(text).toString() == built.toString()
     assert filled(text, "FIX.4.4", "GW", "CLIENT1", 7, "20261201-06:30:00.000") == quickfix_fill(from_text(text), 7,
                                                                                           "20261201-06:30:00.000")
+
+
+@pytest.mark.parametrize("poss_dup,poss_resend", [("Y", "Y"), ("N", "Y"), ("Y", ""), ("", "")])
+def test_an_inbound_message_read_once_agrees_with_quickfix_getters(poss_dup: str, poss_resend: str) -> None:
+    raw = ("8=FIX.4.4\x019=0\x0135=D\x0134=7\x01" + (f"43={poss_dup}\x01" if poss_dup else "")
+           + "49=CLIENT1\x0152=20261201-00:00:00.000\x0156=GW\x01" + (f"97={poss_resend}\x01" if poss_resend else "")
+           + "11=O1\x0138=100\x0140=2\x0144=10.50\x0154=1\x0155=ACME\x0160=20261201-00:00:00.000\x0110=000\x01")
+    m = fix.Message()
+    m.setString(raw, False)
+    got = inbound(m)
+    header = m.getHeader()
+    assert got.msg_type == header.getField(35) == "D"
+    assert got.seq == header.getField(34) == "7"
+    assert got.poss_dup == (header.isSetField(43) and header.getField(43) == "Y")
+    assert got.poss_resend == (header.isSetField(97) and header.getField(97) == "Y")
+    assert got.possdup == (poss_dup == "Y" or poss_resend == "Y")
+    # the body as the wire had it: the price's text, never a float; no header or trailer field
+    assert got.fields == {11: "O1", 38: "100", 40: "2", 44: "10.50", 54: "1", 55: "ACME", 60: "20261201-00:00:00.000"}

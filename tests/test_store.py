@@ -15,6 +15,7 @@ from sessionstore import (
     SessionState,
     SessionStore,
     StoreCorruption,
+    StoreError,
     connect,
 )
 from sessionstore.codec import encode_seq_field
@@ -225,13 +226,19 @@ def test_several_sessions_targets_in_one_round_trip_each_fenced(store: SessionSt
 def test_a_claim_and_its_append_land_together_or_not_at_all(shared_standalone) -> None:  # type: ignore[no-untyped-def]
     store = SessionStore(connect(RedisEndpoint(url=shared_standalone.url)), FixedEpoch(1))
     session = claimed(store)
-    stream = f"test:{{{uuid.uuid4().hex}}}:commands"
-    assert store.claim_clordid_and_append(session, "c1", "rec", 60_000, stream, {"command": "one"})
-    assert not store.claim_clordid_and_append(session, "c1", "rec2", 60_000, stream, {"command": "two"})
+    tag = uuid.uuid4().hex
+    stream, guard = f"test:{{{tag}}}:commands", f"test:{{{tag}}}:relocation"
+    assert store.claim_clordid_and_append(session, "c1", "rec", 60_000, stream, {"command": "one"}, guard)
+    assert not store.claim_clordid_and_append(session, "c1", "rec2", 60_000, stream, {"command": "two"}, guard)
     entries = store.client.xrange(stream)
     assert [f[b"command"] for _, f in entries] == [b"one"], "a second use appends nothing"
     assert store.clordid_record(session, "c1") == "rec"
     with pytest.raises(FencedWrite):
         SessionStore(store.client, FixedEpoch(0)).claim_clordid_and_append(session, "c2", "r", 1000, stream,
-                                                                           {"command": "x"})
+                                                                           {"command": "x"}, guard)
     assert store.client.xlen(stream) == 1 and store.clordid_record(session, "c2") is None
+    # While the guard (a partition's relocation marker) exists: nothing claimed, nothing appended.
+    store.client.hset(guard, "state", "frozen")
+    with pytest.raises(StoreError, match="RELOCATING"):
+        store.claim_clordid_and_append(session, "c3", "r3", 60_000, stream, {"command": "three"}, guard)
+    assert store.client.xlen(stream) == 1 and store.clordid_record(session, "c3") is None

@@ -1,0 +1,378 @@
+"""Moving a partition to another datastore: seed 000's relocation procedure as one command
+(``fixgw-cell relocate``, ``tools/relocate_cli.py``).
+
+The steps, each recorded in the partition's relocation marker on the datastore it leaves
+(``PartitionKeys.relocation``, a hash: state, to, at), so that an interrupted run can be run
+again (it goes on from the recorded state) or rolled back (until the switch):
+
+1. **freeze** (state ``frozen``): the marker's existence refuses every append of a command to
+   the partition there (the gateway's claim-and-append script and its append script check it):
+   a colocated order is answered with a temporary reject (OrdRejReason 2, "partition N is being
+   moved ... send the request again shortly"), nothing claimed; an order already claimed on a
+   gateway whose partition lives elsewhere is held and republished after the switch;
+2. **drain**: wait until the conductor has processed and acknowledged every command, and the
+   outbox has published every event;
+3. **stop the cells** (state ``stopping``): conductor and outbox watch the marker, release their
+   leases and exit; wait until both leases are gone;
+4. **copy** (state ``copied``): every key of the partition (DUMP, then RESTORE with its TTL on
+   the target), except the marker and the leases. The target carries a marker of its own
+   (``incoming``) until the switch, so nothing appends there early either;
+5. **verify**: the same key names on both sides, the same content key by key (a digest of each
+   key's logical content: books, orders, processed-command and accepted-order records, the
+   streams with their consumer groups), and seed 000's reconcile of every pair of the partition
+   on the target is healthy;
+6. **switch** (state ``moved``): the partition map (``sessionstore.keys.partition_map``) points
+   the gateway at the target; the target's marker goes; the source's says where it went;
+7. **start the cells on the target**: a cell started against the old datastore finds the
+   ``moved`` marker and follows it (a supervisor's restart is enough); ``--wait-cells`` waits
+   until the target's conductor holds its lease;
+8. **resume routing**: the gateway reads the map within half a second and sends there, the
+   held commands first.
+
+The source keeps its copy (frozen, with the forwarding marker) until an operator deletes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from sessionstore.connection import RedisClient, text, text_or_none
+from sessionstore.keys import partition_map
+
+from .conductor import GROUP as CONDUCTOR_GROUP
+from .keys import PartitionKeys
+from .outbox import GROUP as OUTBOX_GROUP
+from .storage import reconcile
+
+# Source states, in order; the target's marker says ``incoming`` until the switch.
+FROZEN, STOPPING, COPIED, MOVED, INCOMING = "frozen", "stopping", "copied", "moved", "incoming"
+ORDER = [None, FROZEN, STOPPING, COPIED, MOVED]
+STAND_DOWN = frozenset({STOPPING, COPIED, MOVED, INCOMING})  # a cell must not run on a datastore in these
+COPY_BATCH = 200
+
+
+class RelocationError(Exception):
+    """A step that cannot go on; the message says why and what to do."""
+
+
+def marker(client: RedisClient, keys: PartitionKeys) -> dict[str, str]:
+    raw: dict[Any, Any] = client.hgetall(keys.relocation)
+    return {text(k): text(v) for k, v in raw.items()}
+
+
+def cell_location(client: RedisClient, keys: PartitionKeys) -> tuple[str, str | None]:
+    """Where a cell of this partition belongs, read on the datastore it was configured with:
+    ('here', None), ('wait', state) while a relocation is under way, or ('moved', url)."""
+    m = marker(client, keys)
+    state = m.get("state")
+    if state == MOVED:
+        return "moved", m.get("to")
+    if state in STAND_DOWN:
+        return "wait", state
+    return "here", None
+
+
+def cell_must_stand_down(client: RedisClient, keys: PartitionKeys) -> str | None:
+    """The reason a running cell stops (the relocation passed ``frozen``), or None."""
+    state = text_or_none(client.hget(keys.relocation, "state"))
+    if state in STAND_DOWN:
+        return f"partition {keys.partition} is being relocated (state {state})"
+    return None
+
+
+def _group_drained(client: RedisClient, stream: str, group: str) -> tuple[bool, str]:
+    """Every entry of ``stream`` delivered to ``group`` and acknowledged."""
+    length = int(client.xlen(stream))
+    if not client.exists(stream):
+        return True, "no stream"
+    try:
+        groups: list[dict[str, Any]] = client.xinfo_groups(stream)
+    except ResponseError:
+        groups = []
+    info = next((g for g in groups if text(g["name"]) == group), None)
+    if info is None:
+        return length == 0, f"{length} entries, no consumer group {group}"
+    last = text(client.xinfo_stream(stream)["last-generated-id"])
+    delivered = text(info["last-delivered-id"])
+    pending = int(info["pending"])
+    behind = _entry_id(delivered) < _entry_id(last)
+    return pending == 0 and not behind, f"{pending} pending, last delivered {delivered} of {last}"
+
+
+def _entry_id(raw: str) -> tuple[int, int]:
+    ms, _, seq = raw.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def partition_key_names(client: RedisClient, keys: PartitionKeys) -> list[str]:
+    """Every key of the partition that moves with it (not the marker, not the leases)."""
+    skip = {keys.relocation, keys.conductor_lease, keys.outbox_lease}
+    pattern = keys.prefix.replace("{", "\\{").replace("}", "\\}") + ":*"
+    names = {text(k) for k in client.scan_iter(match=pattern, count=1000)}
+    return sorted(names - skip)
+
+
+def key_digest(client: RedisClient, key: str) -> str:
+    """A digest of a key's logical content, equal on two datastores (whatever their versions)
+    when the content is: type and values, sorted where the type has no order; a stream's
+    entries and each consumer group's position and pending count."""
+    h = hashlib.sha256()
+    kind = text(client.type(key))
+    h.update(kind.encode())
+
+    def feed(items: Iterable[Any]) -> None:
+        for item in items:
+            h.update(b"\x00")
+            h.update(item if isinstance(item, bytes) else str(item).encode())
+
+    if kind == "string":
+        feed([client.get(key)])
+    elif kind == "hash":
+        feed(x for kv in sorted(client.hgetall(key).items()) for x in kv)
+    elif kind == "zset":
+        scored: list[tuple[bytes, float]] = client.zrange(key, 0, -1, withscores=True)  # type: ignore[assignment]
+        feed(x for member, score in scored for x in (member, repr(score)))
+    elif kind == "set":
+        feed(sorted(client.smembers(key)))
+    elif kind == "list":
+        feed(client.lrange(key, 0, -1))
+    elif kind == "stream":
+        start = "-"
+        while True:
+            entries: list[tuple[bytes, dict[bytes, bytes]]] = client.xrange(key, min=start, count=1000)  # type: ignore[assignment]
+            for entry_id, fields in entries:
+                feed([entry_id, *(x for kv in sorted(fields.items()) for x in kv)])
+            if len(entries) < 1000:
+                break
+            start = "(" + text(entries[-1][0])
+        for g in sorted(client.xinfo_groups(key), key=lambda g: text(g["name"])):
+            feed([g["name"], g["last-delivered-id"], g["pending"]])
+    return h.hexdigest()
+
+
+def summary(client: RedisClient, names: list[str], keys: PartitionKeys) -> dict[str, int]:
+    """What the partition holds, by kind of key (for the plan and the verification)."""
+    counts = {"keys": len(names), "orders": 0, "book entries": 0, "processed commands": 0, "accepted orders": 0}
+    for name in names:
+        rest = name[len(keys.prefix) + 1:]
+        if rest.startswith("order:"):
+            counts["orders"] += 1
+        elif rest.startswith("book:"):
+            counts["book entries"] += int(client.zcard(name))
+        elif rest.startswith("processed-command:"):
+            counts["processed commands"] += 1
+        elif rest.startswith("accepted-order:"):
+            counts["accepted orders"] += 1
+    for stream in (keys.commands, keys.events):
+        counts[f"{stream.rsplit(':', 1)[1]} stream entries"] = int(client.xlen(stream))
+    return counts
+
+
+@dataclass
+class Relocation:
+    """One partition from ``source`` to ``target``; ``control`` holds the gateway's partition map."""
+
+    partition: int
+    source: RedisClient
+    target: RedisClient
+    control: RedisClient
+    namespace: str
+    source_url: str
+    target_url: str
+    pairs: list[int]  # the instrument pairs of this partition (reconciled after the copy)
+    say: Callable[[str], None] = print
+    timeout_s: float = 60.0
+    keys: PartitionKeys = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.keys = PartitionKeys(self.partition)
+
+    # --- what is there ---------------------------------------------------------------
+
+    def state(self) -> str | None:
+        return marker(self.source, self.keys).get("state")
+
+    def plan(self) -> list[str]:
+        """The dry run: what would happen, and whether it can; nothing is written."""
+        m = marker(self.source, self.keys)
+        names = partition_key_names(self.source, self.keys)
+        counts = summary(self.source, names, self.keys)
+        lines = [f"partition {self.partition}: {self.source_url} → {self.target_url}",
+                 f"  state: {m.get('state') or 'not relocating'}" + (f" (to {m['to']})" if m.get("to") else ""),
+                 "  holds: " + ", ".join(f"{v} {k}" for k, v in counts.items())]
+        for stream, group in ((self.keys.commands, CONDUCTOR_GROUP), (self.keys.events, OUTBOX_GROUP)):
+            _, how = _group_drained(self.source, stream, group)
+            lines.append(f"  {stream}: {how}")
+        leases = [k for k in (self.keys.conductor_lease, self.keys.outbox_lease) if self.source.exists(k)]
+        lines.append(f"  cells running (leases held): {', '.join(leases) or 'none'}")
+        problem = self._target_problem()
+        lines.append(f"  target: {problem or 'reachable, holds nothing of this partition'}")
+        versions = [text(c.info("server").get("redis_version", "?")) for c in (self.source, self.target)]
+        lines.append(f"  server versions: source {versions[0]}, target {versions[1]} (DUMP/RESTORE needs the "
+                     "target's version to be the same or newer)")
+        steps = ["freeze", "drain", "stop the cells", "copy", "verify", "switch the partition map",
+                 "cells follow to the target", "routing resumes"]
+        done = ORDER.index(m.get("state")) if m.get("state") in ORDER else 0
+        lines.append("  steps: " + " → ".join(f"[{s}]" if i < done else s for i, s in enumerate(steps)))
+        return lines
+
+    def _target_problem(self) -> str | None:
+        if self.target_url == self.source_url:
+            return "the target is the source"
+        there = partition_key_names(self.target, self.keys)
+        incoming = marker(self.target, self.keys)
+        if incoming.get("state") == INCOMING and incoming.get("from") == self.source_url:
+            return None  # our own copy, from an interrupted run: replaced
+        if there or incoming:
+            return (f"already holds {len(there)} keys of partition {self.partition}"
+                    + (f" and a relocation marker ({incoming.get('state')})" if incoming else "")
+                    + ": refused (delete them first, or choose another datastore)")
+        return None
+
+    # --- the procedure ----------------------------------------------------------------
+
+    def run(self, wait_cells_s: float = 0.0) -> None:
+        m = marker(self.source, self.keys)
+        state = m.get("state")
+        if state == MOVED:
+            if m.get("to") != self.target_url:
+                raise RelocationError(f"partition {self.partition} already moved from here to {m.get('to')}")
+            self.say(f"partition {self.partition}: already moved to {self.target_url}")
+            self._switch()  # idempotent: the map, the markers
+            return
+        if state is not None and m.get("to") != self.target_url:
+            raise RelocationError(f"partition {self.partition} is being relocated to {m.get('to')} (state {state}): "
+                                  "run that again, or roll it back first (--rollback)")
+        problem = self._target_problem()
+        if problem is not None:
+            raise RelocationError(f"target {self.target_url}: {problem}")
+        if state is None:
+            self._mark(FROZEN)
+            self.say("freeze: commands to this partition are refused on the source from now on")
+        if ORDER.index(self.state()) <= ORDER.index(FROZEN):
+            self._drain()
+            self._mark(STOPPING)
+        if ORDER.index(self.state()) <= ORDER.index(STOPPING):
+            self._stop_cells()
+            self._copy()
+            self._mark(COPIED)
+        self._verify()
+        self._switch()
+        if wait_cells_s > 0:
+            self._wait_cells(wait_cells_s)
+
+    def rollback(self) -> None:
+        """Undo a relocation that has not switched: the target's copy goes, the source serves again."""
+        m = marker(self.source, self.keys)
+        if m.get("state") == MOVED:
+            raise RelocationError(f"partition {self.partition} has switched to {m.get('to')}: relocate it back "
+                                  "instead")
+        incoming = marker(self.target, self.keys)
+        if incoming.get("state") == INCOMING and incoming.get("from") == self.source_url:
+            names = partition_key_names(self.target, self.keys)
+            for i in range(0, len(names), COPY_BATCH):
+                self.target.unlink(*names[i:i + COPY_BATCH])
+            self.target.delete(self.keys.relocation)
+            self.say(f"rollback: {len(names)} copied keys removed from the target")
+        self.source.delete(self.keys.relocation)
+        self.say(f"rollback: partition {self.partition} serves from {self.source_url} again (restart its cells there)")
+
+    def _mark(self, state: str) -> None:
+        self.source.hset(self.keys.relocation, mapping={"state": state, "to": self.target_url,
+                                                        "at": str(int(time.time() * 1000))})
+
+    def _wait(self, what: str, done: Callable[[], tuple[bool, str]]) -> None:
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            ok, how = done()
+            if ok:
+                return
+            if time.monotonic() > deadline:
+                raise RelocationError(f"{what}: not done after {self.timeout_s:.0f} s ({how}); the partition stays "
+                                      "frozen: run the command again, or roll back (--rollback)")
+            time.sleep(0.1)
+
+    def _drain(self) -> None:
+        for stream, group, who in ((self.keys.commands, CONDUCTOR_GROUP, "the conductor"),
+                                   (self.keys.events, OUTBOX_GROUP, "the outbox")):
+            def drained(s: str = stream, g: str = group) -> tuple[bool, str]:
+                return _group_drained(self.source, s, g)
+
+            self._wait(f"drain {stream} ({who} must be running)", drained)
+        self.say("drain: every command processed, every event published")
+
+    def _stop_cells(self) -> None:
+        def gone() -> tuple[bool, str]:
+            held = [k for k in (self.keys.conductor_lease, self.keys.outbox_lease) if self.source.exists(k)]
+            return not held, f"still held: {', '.join(held)}"
+
+        self._wait("stop the cells (they stand down when they see the marker)", gone)
+        self.say("stop: conductor and outbox stood down")
+
+    def _copy(self) -> None:
+        names = partition_key_names(self.source, self.keys)
+        self.target.hset(self.keys.relocation, mapping={"state": INCOMING, "from": self.source_url,
+                                                        "at": str(int(time.time() * 1000))})
+        for i in range(0, len(names), COPY_BATCH):
+            batch = names[i:i + COPY_BATCH]
+            read = self.source.pipeline(transaction=False)
+            for name in batch:
+                read.dump(name)
+                read.pttl(name)
+            replies = read.execute()
+            write = self.target.pipeline(transaction=False)
+            for name, payload, ttl in zip(batch, replies[0::2], replies[1::2]):
+                if payload is None:
+                    continue  # expired since the scan (a dedup record past its window)
+                write.restore(name, max(int(ttl), 0), payload, replace=True)
+            try:
+                write.execute()
+            except ResponseError as exc:
+                raise RelocationError(f"copy: the target refused a key ({exc}); a target older than the source "
+                                      "cannot read its DUMP format") from None
+        self.say(f"copy: {len(names)} keys")
+
+    def _verify(self) -> None:
+        source_names = partition_key_names(self.source, self.keys)
+        target_names = partition_key_names(self.target, self.keys)
+        if source_names != target_names:
+            missing = sorted(set(source_names) - set(target_names))[:5]
+            extra = sorted(set(target_names) - set(source_names))[:5]
+            raise RelocationError(f"verify: key names differ (missing on the target {missing}, extra {extra})")
+        differ = [n for n in source_names if key_digest(self.source, n) != key_digest(self.target, n)]
+        if differ:
+            raise RelocationError(f"verify: {len(differ)} keys differ, e.g. {differ[:5]}")
+        for pair in self.pairs:
+            for side, client in (("source", self.source), ("target", self.target)):
+                result = reconcile(client, self.keys, pair)
+                if not result["healthy"]:
+                    raise RelocationError(f"verify: reconcile of pair {pair} on the {side}: {result['issues'][:5]}")
+        counts = summary(self.target, target_names, self.keys)
+        self.say("verify: same keys and contents (" + ", ".join(f"{v} {k}" for k, v in counts.items())
+                 + f"); reconcile healthy for {len(self.pairs)} pairs")
+
+    def _switch(self) -> None:
+        # The map first: were this interrupted before the markers change, the gateway would send
+        # to the target, whose ``incoming`` marker still refuses appends until the run is repeated.
+        self.control.hset(partition_map(self.namespace), str(self.partition), self.target_url)
+        self._mark(MOVED)
+        self.target.delete(self.keys.relocation)
+        self.say(f"switch: the partition map sends partition {self.partition} to {self.target_url}; cells started "
+                 "against the source follow it there")
+
+    def _wait_cells(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.target.exists(self.keys.conductor_lease) and self.target.exists(self.keys.outbox_lease):
+                self.say("cells: conductor and outbox run on the target")
+                return
+            time.sleep(0.1)
+        raise RelocationError(f"cells: no conductor and outbox on the target after {seconds:.0f} s (the partition "
+                              "is switched; start them with REDIS_URL of the target, or against the source: they "
+                              "follow its marker)")
