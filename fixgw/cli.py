@@ -11,6 +11,8 @@ import logging
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,8 @@ def cmd_up(args: argparse.Namespace) -> int:
                         port=port or None, name="fixgw")
     server.start()
     children: list[subprocess.Popen[bytes]] = []
+    supervising = threading.Event()
+    supervisor: threading.Thread | None = None
     try:
         print(f"fixgw: embedded Valkey listening on {server.url} (AOF {'on' if aof else 'off'}, data in {data_dir})",
               flush=True)
@@ -77,10 +81,30 @@ def cmd_up(args: argparse.Namespace) -> int:
                 env["MATCHING_AMQP_PASSWORD_ENV"] = matching.amqp_password_env
             if matching.amqp_password_file:
                 env["MATCHING_AMQP_PASSWORD_FILE"] = str(matching.amqp_password_file)
+        commands = []
         for p in range(matching.partition_count):
             penv = {**env, "MATCHING_PARTITION": str(p)}
-            children.append(subprocess.Popen([sys.executable, "-m", "matching", "conductor"], env=penv))
-            children.append(subprocess.Popen([sys.executable, "-m", "matching", "outbox", *also], env=penv))
+            commands += [([sys.executable, "-m", "matching", "conductor"], penv),
+                         ([sys.executable, "-m", "matching", "outbox", *also], penv)]
+        children += [subprocess.Popen(cmd, env=cenv) for cmd, cenv in commands]
+        # A supervisor, as systemd would be: a cell that exits is started again (a relocated
+        # partition's cells stand down, and started again they follow it: `fixgw-cell relocate`).
+        supervising.set()
+
+        def supervise() -> None:
+            while supervising.is_set():
+                time.sleep(1.0)
+                for i, (cmd, cenv) in enumerate(commands):
+                    code = children[i].poll()
+                    if code == 2:  # its settings are wrong: starting it again cannot help (it said why)
+                        continue
+                    if code is not None and supervising.is_set():
+                        print(f"fixgw: {cmd[3]} p{cenv['MATCHING_PARTITION']} exited ({code}); starting it again",
+                              flush=True)
+                        children[i] = subprocess.Popen(cmd, env=cenv)
+
+        supervisor = threading.Thread(target=supervise, name="cell-supervisor", daemon=True)
+        supervisor.start()
         print(f"fixgw: {matching.partition_count} matching partitions (conductor + outbox each), transport "
               f"{matching.transport}", flush=True)
         print(f"fixgw: FIX acceptor on {settings.host}:{settings.port}, TargetCompID={settings.sender_comp_id}; "
@@ -91,6 +115,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # Ctrl-C before the gateway took over the signal: still a clean stop
         return 0
     finally:
+        supervising.clear()
+        if supervisor is not None:
+            supervisor.join(5)
         for child in children:
             child.terminate()
         for child in children:

@@ -140,14 +140,18 @@ def run_conductor(settings: CellSettings) -> int:
                   conductor.run, control, conductor.partition)
 
 
-def run_outbox(settings: CellSettings, target_url: str | None, also: list[str]) -> int:
+def run_outbox(settings: CellSettings, target_url: str | None, also: list[str],
+               configured: CellSettings | None = None) -> int:
+    """``configured``: the settings before a relocation was followed; without ``target_url``
+    the inboxes stay on that datastore (the gateway's), not on the one the partition moved to."""
     partition = _partition(settings)
     endpoint = settings.endpoint()
     data = connect(endpoint, client_name=f"outbox-p{partition}-data")
     check_credentials(data, endpoint, "matching (REDIS_USERNAME, REDIS_PASSWORD_ENV)")
     control = connect(endpoint, client_name=f"outbox-p{partition}-control")
-    target = connect(endpoint.model_copy(update={"url": target_url, "nodes": [], "sentinels": [],
-                                                 "sentinelGroup": None}) if target_url else endpoint)
+    inboxes = (configured or settings).endpoint()
+    target = connect(inboxes.model_copy(update={"url": target_url, "nodes": [], "sentinels": [],
+                                                "sentinelGroup": None}) if target_url else inboxes)
 
     def inbox_of(owner: str) -> str:
         namespace, gateway, *_ = owner.split("/")
@@ -181,10 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(args_list)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        settings = follow_relocation(load_cell_settings(), args.role)
+        configured = load_cell_settings()
+        settings = follow_relocation(configured, args.role)
         if args.role == "conductor":
             return run_conductor(settings)
-        return run_outbox(settings, args.target_url, args.also)
+        return run_outbox(settings, args.target_url, args.also, configured)
     except (ConfigError, BootRefused) as exc:
         print(f"matching: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,184 @@
+"""``fixgw-cell relocate``: a partition moves to another datastore under a live order flow, and
+nothing is lost, duplicated or matched differently (the reference matcher); an interrupted
+relocation refuses orders clearly and rolls back."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from matching.contracts import Command, parse_command, parse_event
+from matching.instruments import InstrumentTable
+from matching.keys import PartitionKeys
+from sessionstore.connection import text
+from sessionstore.embedded import standalone
+from sessionstore.keys import partition_map
+from tests.gateway_helpers import ROOT, wait_until
+from tests.reference_matcher import ReferenceMatcher, project
+from tests.system_helpers import CellProc, System, reports
+
+MOVED = 1  # T10 is pair 19 and T12 pair 21: partition 1 of 2; T11 (pair 20) stays on partition 0
+P1 = PartitionKeys(MOVED)
+
+
+def relocate(system: System, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "matching", "relocate", "--config", str(system.gateway.config),
+                           "--partition", str(MOVED), *args], capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
+class Supervisor:
+    """Starts a cell process again whenever it exits, as systemd or Kubernetes would."""
+
+    def __init__(self, cells: list[CellProc]) -> None:
+        self.cells = cells
+        self.restarts: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.3):
+            for cell in self.cells:
+                if cell.proc is not None and cell.proc.poll() is not None:
+                    self.restarts[cell.args[3]] += 1
+                    cell.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def new_reports(client, clordid: str) -> list[dict[int, str]]:  # type: ignore[no-untyped-def]
+    return [r for r in reports(client, clordid) if r.get(11) == clordid and r[35] == "8"]
+
+
+def test_a_partition_moves_to_another_datastore_under_a_live_flow_and_trades_as_the_reference(tmp_path: Path) -> None:
+    with standalone() as store, standalone() as source, standalone() as target:
+        system = System(tmp_path, store, [source, source]).start()
+        cells = [system.cells[("conductor", MOVED)], system.cells[("outbox", MOVED)]]
+        supervisor = Supervisor(cells)
+        try:
+            c1, c2 = system.client("CLIENT1"), system.client("CLIENT2")
+            for i in range(5):  # resting before: they must still be in the book after the move
+                c1.order(f"rest{i}", "2", "2", "12.00", symbol="T10")
+            assert c1.wait(lambda: all(new_reports(c1, f"rest{i}") for i in range(5)), 20)
+
+            sent: list[tuple[object, str]] = []
+            stop = threading.Event()
+
+            def flow() -> None:  # a slow crossing flow: one sell and one buy every 40 ms
+                i = 0
+                while not stop.is_set() and i < 500:
+                    c1.order(f"fs{i}", "2", "1", "10.00", symbol="T10")
+                    c2.order(f"fb{i}", "1", "1", "10.00", symbol="T10")
+                    sent.extend([(c1, f"fs{i}"), (c2, f"fb{i}")])
+                    i += 1
+                    time.sleep(0.04)
+
+            flowing = threading.Thread(target=flow, daemon=True)
+            flowing.start()
+            time.sleep(0.5)
+
+            plan = relocate(system, "--to", target.url, "--dry-run")
+            assert plan.returncode == 0, plan.stderr
+            assert f"partition {MOVED}: {source.url} → {target.url}" in plan.stdout
+            assert "target: reachable, holds nothing of this partition" in plan.stdout
+            assert not source.client().exists(P1.relocation), "a dry run changes nothing"
+
+            done = relocate(system, "--to", target.url, "--timeout", "30", "--wait-cells", "30")
+            assert done.returncode == 0, done.stdout + done.stderr
+            for step in ("freeze:", "drain:", "stop:", "copy:", "verify:", "switch:", "cells:"):
+                assert step in done.stdout, done.stdout
+            time.sleep(1.0)  # the flow goes on against the new datastore
+            stop.set()
+            flowing.join(10)
+
+            c2.order("sweep", "1", "10", "12.00", symbol="T10")  # takes what rested before the move
+            c1.order("p0after", "2", "1", "10.00", symbol="T11")  # the other partition never moved
+
+            # Every order of the flow was accepted (held while its partition moved, never refused) and filled.
+            def all_filled() -> bool:
+                return all(any(r.get(39) == "2" for r in new_reports(c, cl)) for c, cl in sent)
+
+            assert c1.wait(all_filled, 60), [cl for c, cl in sent
+                                              if not any(r.get(39) == "2" for r in new_reports(c, cl))][:10]
+            assert c2.wait(lambda: any(r.get(39) == "2" and r.get(14) == "10" for r in new_reports(c2, "sweep")), 30)
+            assert c1.wait(lambda: bool(new_reports(c1, "p0after")), 20)
+            assert not any(r.get(39) == "8" for c, cl in sent for r in new_reports(c, cl)), "nothing refused"
+            for c in (c1, c2):  # every report once
+                ids = Counter(r[17] for r in reports(c) if r[35] == "8")
+                assert max(ids.values()) == 1, ids.most_common(3)
+
+            # The move itself: the map, the markers, the cells.
+            assert text(store.client().hget(partition_map("e2e"), str(MOVED))) == target.url
+            assert text(source.client().hget(P1.relocation, "state")) == "moved"
+            assert not target.client().exists(P1.relocation)
+            assert target.client().exists(P1.conductor_lease) and not source.client().exists(P1.conductor_lease)
+            assert supervisor.restarts["conductor"] >= 1 and supervisor.restarts["outbox"] >= 1
+
+            # Every command of the partition, before, during and after, was applied once, in order, as the
+            # reference matcher applies it: its events equal the reference's.
+            commands: list[Command] = []
+            seen: set[str] = set()
+            for _, fields in target.client().xrange(P1.commands):
+                cmd = parse_command(fields[b"command"], 2)
+                if cmd.command_id not in seen:  # a held command appended twice is applied once
+                    seen.add(cmd.command_id)
+                    commands.append(cmd)
+            assert len(commands) == 5 + len(sent) + 1
+            ref = ReferenceMatcher(InstrumentTable.load(system.instruments).by_pair, "cancel-taker")
+            expected = [e for cmd in commands for e in ref.apply(cmd)]
+            events: dict[str, tuple[tuple[int, int], object]] = {}
+            for _, fields in store.client().xrange("{e2e/fsg}/inbox"):
+                event = parse_event(fields[b"event"])
+                if event.partition == MOVED:
+                    ms, _, seq = text(fields[b"x-partition-offset"]).partition("-")
+                    events.setdefault(event.event_id, ((int(ms), int(seq)), event.payload))
+            got = [project(p) for _, p in sorted(events.values(), key=lambda x: x[0])]  # type: ignore[arg-type]
+            assert got == expected
+        finally:
+            supervisor.stop()
+            system.stop()
+
+
+def test_an_interrupted_relocation_refuses_orders_clearly_and_rolls_back(tmp_path: Path) -> None:
+    with standalone() as server, standalone() as target:
+        system = System(tmp_path, server, [server, server]).start()  # partitions colocated with the sessions
+        try:
+            c1 = system.client("CLIENT1")
+            c1.order("before", "2", "1", "12.00", symbol="T12")
+            assert c1.wait(lambda: bool(new_reports(c1, "before")), 20)
+            system.cells[("conductor", MOVED)].stop()  # the drain cannot finish without it
+            c1.order("stuck", "2", "1", "12.00", symbol="T12")  # appended, not processed
+            wait_until(lambda: server.client().xlen(P1.commands) >= 2, "the append", 10)
+
+            cut = relocate(system, "--to", target.url, "--timeout", "2")
+            assert cut.returncode == 1
+            assert "not done after 2 s" in cut.stderr and "--rollback" in cut.stderr
+            assert text(server.client().hget(P1.relocation, "state")) == "frozen"
+
+            # Frozen: an order for the partition gets a clear temporary reject, nothing claimed.
+            c1.order("during", "2", "1", "12.00", symbol="T12")
+            assert c1.wait(lambda: bool(new_reports(c1, "during")), 20)
+            refused = new_reports(c1, "during")[0]
+            assert (refused[39], refused[103]) == ("8", "2")
+            assert "being moved to another datastore" in refused[58] and "send the request again" in refused[58]
+            assert not server.client().exists("{e2e/fsg/CLIENT1}/clordid:during")
+            c1.order("other", "2", "1", "10.00", symbol="T11")  # partition 0 is not affected
+            assert c1.wait(lambda: any(r.get(150) == "0" for r in new_reports(c1, "other")), 20)
+
+            back = relocate(system, "--to", target.url, "--rollback")
+            assert back.returncode == 0, back.stderr
+            assert not server.client().exists(P1.relocation)
+            system.cells[("conductor", MOVED)].start()
+            assert c1.wait(lambda: any(r.get(150) == "0" for r in new_reports(c1, "stuck")), 30)
+            c1.order("during", "2", "1", "12.00", symbol="T12")  # the same ClOrdID, sent again: a new order
+            assert c1.wait(lambda: any(r.get(150) == "0" for r in new_reports(c1, "during")), 30)
+            assert not target.client().keys("matching:*"), "nothing was copied"
+        finally:
+            system.stop()
