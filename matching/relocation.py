@@ -174,6 +174,13 @@ def summary(client: RedisClient, names: list[str], keys: PartitionKeys) -> dict[
     return counts
 
 
+def server_version(client: RedisClient) -> str:
+    info: dict[str, Any] = client.info("server")
+    if "valkey_version" in info:
+        return f"Valkey {info['valkey_version']}"
+    return f"Redis {info.get('redis_version', '?')}"
+
+
 @dataclass
 class Relocation:
     """One partition from ``source`` to ``target``; ``control`` holds the gateway's partition map."""
@@ -213,7 +220,7 @@ class Relocation:
         lines.append(f"  cells running (leases held): {', '.join(leases) or 'none'}")
         problem = self._target_problem()
         lines.append(f"  target: {problem or 'reachable, holds nothing of this partition'}")
-        versions = [text(c.info("server").get("redis_version", "?")) for c in (self.source, self.target)]
+        versions = [server_version(c) for c in (self.source, self.target)]
         lines.append(f"  server versions: source {versions[0]}, target {versions[1]} (DUMP/RESTORE needs the "
                      "target's version to be the same or newer)")
         steps = ["freeze", "drain", "stop the cells", "copy", "verify", "switch the partition map",
