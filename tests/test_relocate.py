@@ -11,12 +11,19 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from matching.contracts import Command, parse_command, parse_event
 from matching.instruments import InstrumentTable
 from matching.keys import PartitionKeys
+from matching.outbox import GROUP as OUTBOX_GROUP
+from matching.relocation import Relocation, key_digest, partition_key_names
 from sessionstore.connection import text
 from sessionstore.embedded import standalone
 from sessionstore.keys import partition_map
+from sessionstore.settings import RedisEndpoint
+from tests.cell_helpers import cell_client, conductor, projected, run_until_idle, stream_events, submit_all
+from tests.flows import TEST_INSTRUMENTS, random_flow
 from tests.gateway_helpers import ROOT, wait_until
 from tests.reference_matcher import ReferenceMatcher, project
 from tests.system_helpers import CellProc, System, reports
@@ -182,3 +189,64 @@ def test_an_interrupted_relocation_refuses_orders_clearly_and_rolls_back(tmp_pat
             assert not target.client().keys("matching:*"), "nothing was copied"
         finally:
             system.stop()
+
+
+class Interrupted(Exception):
+    pass
+
+
+@pytest.mark.parametrize("step,then", [("_drain", "again"), ("_stop_cells", "again"), ("_copy", "again"),
+                                       ("_copy", "rollback"), ("_verify", "again"), ("_switch", "again")])
+def test_a_relocation_interrupted_at_any_step_finishes_when_run_again_or_rolls_back(
+        step: str, then: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    flow = random_flow(7, 300)
+    with standalone() as source_server, standalone() as target_server, standalone() as control_server:
+        source, target, control = (cell_client(RedisEndpoint(url=s.url))
+                                   for s in (source_server, target_server, control_server))
+        c = conductor(source)
+        submit_all(source, flow)
+        run_until_idle(c)
+        c.release()  # its cells are stopped: this test is about the procedure's steps
+        source.xgroup_create(PartitionKeys(0).events, OUTBOX_GROUP, "$", mkstream=True)
+        said: list[str] = []
+        relocation = Relocation(0, source, target, control, "e2e", source_server.url, target_server.url,
+                                sorted(TEST_INSTRUMENTS), say=said.append, timeout_s=5)
+        original = getattr(Relocation, step)
+
+        def interrupted(self: Relocation) -> None:
+            if step == "_copy":  # half the keys copied, then the process dies
+                names = partition_key_names(self.source, self.keys)
+                self.target.hset(self.keys.relocation, mapping={"state": "incoming", "from": self.source_url})
+                for name in names[: len(names) // 2]:
+                    self.target.restore(name, 0, self.source.dump(name), replace=True)
+            else:
+                original(self)
+            raise Interrupted(step)
+
+        monkeypatch.setattr(Relocation, step, interrupted)
+        with pytest.raises(Interrupted):
+            relocation.run()
+        monkeypatch.setattr(Relocation, step, original)
+        keys = PartitionKeys(0)
+        if step != "_switch":
+            assert control.hget(partition_map("e2e"), "0") is None, "not switched before the switch"
+            assert source.exists(keys.relocation), "still frozen: nothing appends meanwhile"
+        if then == "rollback":
+            relocation.rollback()
+            assert not partition_key_names(target, keys) and not target.exists(keys.relocation)
+            assert not source.exists(keys.relocation)
+            return
+        relocation.run()
+        assert text(control.hget(partition_map("e2e"), "0")) == target_server.url
+        assert text(source.hget(keys.relocation, "state")) == "moved" and not target.exists(keys.relocation)
+        names = partition_key_names(source, keys)
+        assert names == partition_key_names(target, keys)
+        assert all(key_digest(source, n) == key_digest(target, n) for n in names)
+        # The partition carries on from the target as it would have on the source.
+        more = random_flow(8, 100)
+        moved = conductor(target)
+        submit_all(target, more)
+        run_until_idle(moved)
+        ref = ReferenceMatcher(TEST_INSTRUMENTS, "cancel-taker")
+        expected = [e for cmd in flow + more for e in ref.apply(cmd)]
+        assert projected(stream_events(target)) == expected
