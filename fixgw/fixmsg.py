@@ -8,6 +8,7 @@ What is *accepted* is decided in ``inputs`` (pure); this file only reads and bui
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -110,8 +111,21 @@ def body_text(msg_type: str, fields: list[tuple[int, str]]) -> str:
     profile: building reports was an eighth of its time)."""
     body = {tag: value for tag, value in fields if value != ""}
     if msg_type == "8" and 60 not in body:
-        body[60] = datetime.now(UTC).strftime("%Y%m%d-%H:%M:%S")
-    return f"35={msg_type}\x01" + "".join(f"{tag}={body[tag]}\x01" for tag in sorted(body))
+        body[60] = transact_time()
+    return f"35={msg_type}\x01" + "".join([f"{tag}={body[tag]}\x01" for tag in sorted(body)])
+
+
+_stamp: tuple[int, str] = (0, "")
+
+
+def transact_time() -> str:
+    """TransactTime as QuickFIX's ``fix.TransactTime()`` writes it (UTC, whole seconds):
+    formatted once a second, not once a report."""
+    global _stamp
+    now = int(time.time())
+    if _stamp[0] != now:
+        _stamp = (now, datetime.fromtimestamp(now, UTC).strftime("%Y%m%d-%H:%M:%S"))
+    return _stamp[1]
 
 
 def from_text(text: str) -> fix.Message:

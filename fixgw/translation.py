@@ -163,9 +163,10 @@ def new_order(f: dict[int, str], table: InstrumentTable, session: str, partition
     oid = order_id(session, clordid, incarnation)
     payload = OrderPayload(oid, side, kind, lots, ticks, tif, post_only, f.get(1, ""), session, clordid)
     cmd = PlaceOrder(command_id(session, clordid, incarnation), inst.pair_id, partition_of(inst.pair_id, partition_count), payload)
-    view = OrderView(oid, clordid, inst.symbol, f[54], f[40], FIX_TIF[tif], _dec(inst.lots_to_quantity(lots)),
+    quantity = _dec(inst.lots_to_quantity(lots))
+    view = OrderView(oid, clordid, inst.symbol, f[54], f[40], FIX_TIF[tif], quantity,
                      _dec(inst.ticks_to_price(ticks)) if ticks is not None else None, f.get(1, ""),
-                     leaves_qty=_dec(inst.lots_to_quantity(lots)))
+                     leaves_qty=quantity)
     return Request(cmd, view)
 
 

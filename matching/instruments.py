@@ -42,7 +42,8 @@ def to_decimal(text: str | Decimal) -> Decimal:
     else:
         if not isinstance(text, str) or not PLAIN_DECIMAL.match(text):
             raise InstrumentError("invalid-number", f"{str(text)[:40]!r} is not a plain decimal number")
-        if sum(c.isdigit() for c in text) > MAX_DIGITS:
+        # PLAIN_DECIMAL matched: every character but a sign and a point is a digit
+        if len(text) - (text[0] in "+-") - ("." in text) > MAX_DIGITS:
             raise InstrumentError("invalid-number", f"{text[:40]!r}... has more than {MAX_DIGITS} digits")
         value = Decimal(text)
     if not value.is_finite():
