@@ -253,6 +253,8 @@ class Relocation:
             self.say(f"partition {self.partition}: already moved to {self.target_url}")
             self._switch()  # idempotent: the map, the markers
             return
+        if state not in ORDER:
+            raise RelocationError(f"partition {self.partition}: unknown relocation state {state!r} on the source")
         if state is not None and m.get("to") != self.target_url:
             raise RelocationError(f"partition {self.partition} is being relocated to {m.get('to')} (state {state}): "
                                   "run that again, or roll it back first (--rollback)")

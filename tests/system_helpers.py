@@ -197,6 +197,9 @@ instruments = "{self.instruments}"
             c.close()
         self.clients.clear()
         self.gateway.stop()
+        for cell in self.cells.values():  # all at once: each takes up to a second to release its lease
+            if cell.proc is not None and cell.proc.poll() is None:
+                cell.proc.terminate()
         for cell in self.cells.values():
             cell.stop()
 

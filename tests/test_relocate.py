@@ -250,3 +250,11 @@ def test_a_relocation_interrupted_at_any_step_finishes_when_run_again_or_rolls_b
         ref = ReferenceMatcher(TEST_INSTRUMENTS, "cancel-taker")
         expected = [e for cmd in flow + more for e in ref.apply(cmd)]
         assert projected(stream_events(target)) == expected
+
+
+def test_relocate_refuses_a_password_in_the_target_url(capsys: pytest.CaptureFixture[str]) -> None:
+    from tools.relocate_cli import main
+
+    assert main(["--config", "unused.toml", "--partition", "0", "--to", "redis://:secret@10.0.0.7:6379/0"]) == 2
+    err = capsys.readouterr().err
+    assert "--to must not carry a password" in err and "secret" not in err

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from urllib.parse import urlsplit
 
 from redis.exceptions import RedisError
 
@@ -42,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="after the switch, wait this long for the conductor and outbox to run on the target")
     args = ap.parse_args(argv)
     try:
+        if urlsplit(args.to).password:
+            # The URL is written into the partition map and the markers: no secret goes there.
+            raise ConfigError("--to must not carry a password: the partition's configured password setting "
+                              "([[matching.partition]] passwordEnv, or the session store's) is used there too")
         _, store, link = load_gateway(args.config)
         if link.transport != "redis-streams":
             raise ConfigError("relocate moves a partition whose commands and events are Redis streams "
