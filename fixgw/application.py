@@ -168,7 +168,9 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         # Group commit (DESIGN §7): the delivery a thread is sending to a session right now,
         # for toApp to recognise; the highest number each session has put on the wire; and the
         # numbers of the last batch sent, whose unsent marks the next batch removes.
-        self._in_flight: dict[str, tuple[int, Delivery]] = {}
+        # Keyed by thread: QuickFIX calls toApp on the thread that called sendToTarget, for that
+        # message, so the thread alone pairs them (and toApp need not ask the SessionID its name).
+        self._in_flight: dict[int, tuple[str, Delivery]] = {}
         self._sent_up_to = dict(last_sent)
         self._sent_marks: dict[SessionKey, list[int]] = {}
         self._delivery_failed: set[str] = set()
@@ -235,10 +237,10 @@ class GatewayApplication(fix.Application):  # a SWIG director base
                 for d in pending:
                     # One at a time, so a message QuickFIX does not pass through toApp (a logged-out
                     # session about to reset) can never pair toApp with the wrong delivery.
-                    self._in_flight[text] = (threading.get_ident(), d)
+                    self._in_flight[threading.get_ident()] = (text, d)
                     fix.Session.sendToTarget(d.message, sid)
             finally:
-                self._in_flight.pop(text, None)
+                self._in_flight.pop(threading.get_ident(), None)
             self._sent_marks[key] = [d.seq for d in pending if d.seq]
             if text in self._delivery_failed:
                 raise StoreError(f"{key}: a delivery was not stored; its entry is retried")
@@ -252,13 +254,9 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         assert sender is not None and target is not None, "GatewaySettings fills them in"
         d.raw = filled(d.text, cfg.begin_string, sender, target, seq, stamp)
 
-    def _in_flight_delivery(self, text: str) -> Delivery | None:
-        """The delivery this thread is sending to session ``text`` right now, if any (taken once)."""
-        entry = self._in_flight.get(text)
-        if entry is None or entry[0] != threading.get_ident():
-            return None
-        del self._in_flight[text]
-        return entry[1]
+    def _in_flight_delivery(self) -> tuple[str, Delivery] | None:
+        """The session and delivery this thread is sending right now, if any (taken once)."""
+        return self._in_flight.pop(threading.get_ident(), None)
 
     # --- QuickFIX callbacks -----------------------------------------------------------
 
@@ -298,9 +296,9 @@ class GatewayApplication(fix.Application):  # a SWIG director base
                 self.fatal(f"{self._name(sid)}: admin message not stored, not sent: {type(exc).__name__}: {exc}")
 
     def toApp(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
-        text = sid.toString()
+        in_flight = self._in_flight_delivery()
+        text, delivery = in_flight if in_flight is not None else (sid.toString(), None)
         with self.watch.running("toApp", self._names.get(text, text)):
-            delivery = self._in_flight_delivery(text)
             try:
                 if delivery is None or not self._sent_as_committed(message, text, delivery):
                     self._persist(message, sid, delivery)

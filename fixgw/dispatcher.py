@@ -21,7 +21,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from matching.contracts import ContractError, DealExecuted, Event, EventType, parse_event
 from matching.storage import trim_acknowledged
-from sessionstore import GatewayKey, OrderIndex, StoreError
+from sessionstore import GatewayKey, OrderIndex, SessionKey, StoreError
 from sessionstore.connection import RedisClient
 from sessionstore.store import NO_INDEX
 
@@ -185,11 +185,16 @@ class Dispatcher(threading.Thread):
         for cfg, event, roles in routed:
             wanted.setdefault(str(cfg.key(self.gateway.namespace)), (cfg, set()))[1].update(order_ids(event, roles))
         views: dict[tuple[str, str], tr.OrderView | None] = {}
-        for key, (cfg, ids) in wanted.items():
-            ordered = sorted(ids)
-            raw = self.gateway.stores[cfg.kind].order_views(cfg.key(self.gateway.namespace), ordered)
-            for oid, v in zip(ordered, raw):
-                views[(key, oid)] = tr.OrderView.from_json(v) if v else None
+        by_store: dict[int, tuple[Any, list[tuple[str, SessionKey, list[str]]]]] = {}
+        for key, (cfg, ids) in wanted.items():  # the sessions of one datastore: one round trip
+            store = self.gateway.stores[cfg.kind]
+            by_store.setdefault(id(store.client), (store, []))[1].append((key, cfg.key(self.gateway.namespace),
+                                                                           sorted(ids)))
+        for store, sessions in by_store.values():
+            replies = store.order_views_of([(session, ordered) for _, session, ordered in sessions])
+            for (key, _, ordered), raw in zip(sessions, replies):
+                for oid, v in zip(ordered, raw):
+                    views[(key, oid)] = tr.OrderView.from_json(v) if v else None
         return views
 
     def _check_order(self, kind: str, event: Event, offset_raw: bytes | None) -> None:

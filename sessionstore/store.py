@@ -31,6 +31,7 @@ from .codec import (
     encode_state_field,
 )
 from .connection import RedisClient, hash_of_bytes, is_cluster, read_replies, standalone_pool, text_or_none
+from .connection import round_trip as packed_round_trip
 from .errors import (
     FencedWrite,
     NotReplicated,
@@ -324,6 +325,24 @@ class SessionStore:
         with _translated():
             raw = self.client.hmget(session.orders, order_ids)
         return [text_or_none(r) for r in raw]
+
+    def order_views_of(self, wanted: list[tuple[SessionKey, list[str]]]) -> list[list[str | None]]:
+        """``order_views`` of several sessions on this store's datastore in one round trip."""
+        calls = [("HMGET", session.orders, *ids) for session, ids in wanted if ids]
+        with _translated():
+            replies = packed_round_trip(self.client, calls) if calls else []
+        out: list[list[str | None]] = []
+        at = 0
+        for _, ids in wanted:
+            if not ids:
+                out.append([])
+                continue
+            reply = replies[at]
+            at += 1
+            if isinstance(reply, Exception):
+                raise reply
+            out.append([text_or_none(r) for r in reply])
+        return out
 
     def all_order_views(self, session: SessionKey) -> dict[str, str]:
         """Every order view of the session (order id → view JSON)."""
