@@ -86,7 +86,7 @@ def _field(fields: Any, tag: int) -> str | None:
 class Delivery:
     """One event's message for one session, handed to ``GatewayApplication.deliver``."""
 
-    message: fix.Message  # body and MsgType; the header is the gateway's to fill
+    message: fix.Message | None  # body and MsgType (the header is the gateway's to fill); None: made from ``text`` when sent
     msg_type: str
     inbox_id: str  # what the session's inbox records: each event reaches a session once
     order_id: str = ""
@@ -171,6 +171,7 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         # Keyed by thread: QuickFIX calls toApp on the thread that called sendToTarget, for that
         # message, so the thread alone pairs them (and toApp need not ask the SessionID its name).
         self._in_flight: dict[int, tuple[str, Delivery]] = {}
+        self._scratch = threading.local()  # each sending thread's reusable message (``_message_from``)
         self._sent_up_to = dict(last_sent)
         self._sent_marks: dict[SessionKey, list[int]] = {}
         self._delivery_failed: set[str] = set()
@@ -238,16 +239,28 @@ class GatewayApplication(fix.Application):  # a SWIG director base
                     # One at a time, so a message QuickFIX does not pass through toApp (a logged-out
                     # session about to reset) can never pair toApp with the wrong delivery.
                     self._in_flight[threading.get_ident()] = (text, d)
-                    fix.Session.sendToTarget(d.message, sid)
+                    fix.Session.sendToTarget(d.message if d.message is not None else self._message_from(d.text), sid)
             finally:
                 self._in_flight.pop(threading.get_ident(), None)
             self._sent_marks[key] = [d.seq for d in pending if d.seq]
             if text in self._delivery_failed:
                 raise StoreError(f"{key}: a delivery was not stored; its entry is retried")
 
+    def _message_from(self, text: str) -> fix.Message:
+        """A message holding ``text``: one per sending thread, refilled for each delivery.
+        QuickFIX keeps nothing of it after ``sendToTarget`` (it stores and sends the string),
+        and ``setString`` clears what the previous send filled in. The profile: constructing a
+        ``fix.Message`` per report was the costliest call into the bindings on the send path."""
+        message: fix.Message | None = getattr(self._scratch, "message", None)
+        if message is None:
+            message = self._scratch.message = fix.Message()
+        message.setString(text, False)
+        return message
+
     def _prepare(self, cfg: SessionConfig, d: Delivery, seq: int, stamp: str) -> None:
         """``d``'s bytes as QuickFIX will send them under ``seq`` (its header filled then)."""
         if not d.text:
+            assert d.message is not None, "a delivery has its message or its text"
             d.text = d.message.toString()
         d.seq, d.sending_time = seq, stamp
         sender, target = cfg.sender_comp_id, cfg.target_comp_id

@@ -28,7 +28,7 @@ from sessionstore.store import NO_INDEX
 from . import translation as tr
 from .application import Delivery
 from .config import SessionConfig
-from .fixmsg import body_text, from_text
+from .fixmsg import body_text
 
 log = logging.getLogger("fixgw.dispatcher")
 
@@ -164,7 +164,7 @@ class Dispatcher(threading.Thread):
                     views[(key, out.order_id)] = out.view  # the next event of this order sees it
                 view_json = out.view.to_json() if out.view is not None else ""
                 text = body_text(out.msg_type, out.fields)
-                per_session.setdefault(key, []).append(Delivery(from_text(text), out.msg_type, out.inbox_id,
+                per_session.setdefault(key, []).append(Delivery(None, out.msg_type, out.inbox_id,
                                                                 out.order_id, view_json, text=text,
                                                                 index=self._index(out.view)))
         for key, deliveries in per_session.items():
