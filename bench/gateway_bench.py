@@ -35,7 +35,7 @@ def serve_memory(port: int) -> None:
 
     from fixgw.at import AcceptanceBehaviour
     from fixgw.config import GatewaySettings
-    from fixgw.fixmsg import inbound
+    from fixgw.fixmsg import from_text, inbound
 
     settings = GatewaySettings(mode="gateway", port=port, http_port=0,
                                session=[{"name": "CLIENT1", "begin_string": "FIX.4.4"}])
@@ -43,7 +43,7 @@ def serve_memory(port: int) -> None:
     cfg = settings.session[0]
 
     class SendAtOnce:  # the gateway's intake answers after a group commit; here, at once
-        def answer(self, sid, delivery): fix.Session.sendToTarget(delivery.message, sid)  # noqa: E704
+        def answer(self, sid, delivery): fix.Session.sendToTarget(from_text(delivery.text), sid)  # noqa: E704
 
     behaviour.start(SimpleNamespace(application=SimpleNamespace(intake=SendAtOnce())))
 

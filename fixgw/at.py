@@ -30,8 +30,8 @@ class AcceptanceBehaviour:
         self.gateway = gateway
 
     def _echo(self, message: Inbound, sid: fix.SessionID) -> None:
-        echo = fix.Message(message.message)
-        self.gateway.application.intake.answer(sid, Delivery(echo, message.msg_type, inbox_id=""))
+        # The echo is the message as it came (its text: QuickFIX fills the header when it sends).
+        self.gateway.application.intake.answer(sid, Delivery(None, message.msg_type, inbox_id="", text=message.text))
 
     def on_app_message(self, message: Inbound, sid: fix.SessionID, session: SessionConfig) -> None:
         if message.msg_type == "D":

@@ -68,6 +68,7 @@ class Inbound:
     ten of them (header fields, flags, body) on QuickFIX's thread. Now one ``toString``."""
 
     message: fix.Message
+    text: str  # ``message.toString()``, as it came
     msg_type: str
     seq: str  # MsgSeqNum as received
     poss_dup: bool  # PossDupFlag (43) = Y
@@ -84,12 +85,14 @@ def inbound(message: fix.Message) -> Inbound:
     """``Inbound`` from one ``toString``: header and body fields, the first of each tag wins."""
     body: dict[int, str] = {}
     header: dict[int, str] = {}
-    for tag, value in split_fields(message.toString()):
+    text = message.toString()
+    for tag, value in split_fields(text):
         if tag in QUICKFIX_HEADER_TAGS:
             header.setdefault(tag, value)
         elif tag != 10 and tag not in body:
             body[tag] = value
-    return Inbound(message, header.get(35, ""), header.get(34, ""), header.get(43) == "Y", header.get(97) == "Y", body)
+    return Inbound(message, text, header.get(35, ""), header.get(34, ""), header.get(43) == "Y", header.get(97) == "Y",
+                   body)
 
 
 def build(msg_type: str, fields: list[tuple[int, str]]) -> fix.Message:
