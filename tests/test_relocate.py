@@ -17,7 +17,7 @@ from matching.contracts import Command, parse_command, parse_event
 from matching.instruments import InstrumentTable
 from matching.keys import PartitionKeys
 from matching.outbox import GROUP as OUTBOX_GROUP
-from matching.relocation import Relocation, key_digest, partition_key_names
+from matching.relocation import Relocation, key_digest, key_digests, partition_key_names
 from sessionstore.connection import text
 from sessionstore.embedded import standalone
 from sessionstore.keys import partition_map
@@ -242,6 +242,7 @@ def test_a_relocation_interrupted_at_any_step_finishes_when_run_again_or_rolls_b
         names = partition_key_names(source, keys)
         assert names == partition_key_names(target, keys)
         assert all(key_digest(source, n) == key_digest(target, n) for n in names)
+        assert key_digests(target, names) == {n: key_digest(target, n) for n in names}, "pipelined = one by one"
         # The partition carries on from the target as it would have on the source.
         more = random_flow(8, 100)
         moved = conductor(target)
