@@ -395,8 +395,8 @@ class Relocation:
             missing = sorted(set(source_names) - set(target_names))[:5]
             extra = sorted(set(target_names) - set(source_names))[:5]
             raise RelocationError(f"verify: key names differ (missing on the target {missing}, extra {extra})")
-        theirs, ours = key_digests(self.source, source_names), key_digests(self.target, target_names)
-        differ = [n for n in source_names if theirs[n] != ours[n]]
+        on_source, on_target = key_digests(self.source, source_names), key_digests(self.target, target_names)
+        differ = [n for n in source_names if on_source[n] != on_target[n]]
         if differ:
             raise RelocationError(f"verify: {len(differ)} keys differ, e.g. {differ[:5]}")
         for pair in self.pairs:
