@@ -75,8 +75,12 @@ def follow_relocation(settings: CellSettings, role: str) -> CellSettings:
     partition = _partition(settings)
     for _ in range(8):  # a partition moved several times: each old datastore points on
         client = connect(settings.endpoint(), client_name=f"{role}-p{partition}-boot")
-        where, detail = cell_location(client, PartitionKeys(partition))
-        client.close()
+        try:
+            where, detail = cell_location(client, PartitionKeys(partition))
+        except RedisError:
+            return settings  # unreachable, or refused: the boot that follows says so, as it always did
+        finally:
+            client.close()
         if where == "here":
             return settings
         if where == "wait":
