@@ -39,7 +39,7 @@ from sessionstore.store import NO_INDEX
 
 from .config import SessionConfig
 from .credentials import credentials_problem
-from .fixmsg import Inbound, business_reject, filled, inbound, wire_bytes
+from .fixmsg import Inbound, business_reject, filled, from_text, inbound, wire_bytes
 from .inputs import MAX_SEQ_NUM, logon_problem, split_fields
 from .intake import Intake
 from .metrics import GatewayMetrics
@@ -86,7 +86,7 @@ def _field(fields: Any, tag: int) -> str | None:
 class Delivery:
     """One event's message for one session, handed to ``GatewayApplication.deliver``."""
 
-    message: fix.Message | None  # body and MsgType (the header is the gateway's to fill); None: made from ``text`` when sent
+    text: str  # MsgType and body as QuickFIX's ``toString`` holds them; QuickFIX fills the header when it sends
     msg_type: str
     inbox_id: str  # what the session's inbox records: each event reaches a session once
     order_id: str = ""
@@ -94,7 +94,6 @@ class Delivery:
     seq: int = 0  # the number it was committed under (0: not committed ahead)
     raw: bytes = b""  # the message exactly as committed
     sending_time: str = ""
-    text: str = ""  # the message before QuickFIX fills its header (``toString``, taken once)
     index: OrderIndex = NO_INDEX  # what this message does to its order's ClOrdID records and retention
 
 
@@ -239,7 +238,7 @@ class GatewayApplication(fix.Application):  # a SWIG director base
                     # One at a time, so a message QuickFIX does not pass through toApp (a logged-out
                     # session about to reset) can never pair toApp with the wrong delivery.
                     self._in_flight[threading.get_ident()] = (text, d)
-                    fix.Session.sendToTarget(d.message if d.message is not None else self._message_from(d.text), sid)
+                    fix.Session.sendToTarget(self._message_from(d.text), sid)
             finally:
                 self._in_flight.pop(threading.get_ident(), None)
             self._sent_marks[key] = [d.seq for d in pending if d.seq]
@@ -254,14 +253,10 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         message: fix.Message | None = getattr(self._scratch, "message", None)
         if message is None:
             message = self._scratch.message = fix.Message()
-        message.setString(text, False)
-        return message
+        return from_text(text, into=message)
 
     def _prepare(self, cfg: SessionConfig, d: Delivery, seq: int, stamp: str) -> None:
         """``d``'s bytes as QuickFIX will send them under ``seq`` (its header filled then)."""
-        if not d.text:
-            assert d.message is not None, "a delivery has its message or its text"
-            d.text = d.message.toString()
         d.seq, d.sending_time = seq, stamp
         sender, target = cfg.sender_comp_id, cfg.target_comp_id
         assert sender is not None and target is not None, "GatewaySettings fills them in"

@@ -31,7 +31,7 @@ class AcceptanceBehaviour:
 
     def _echo(self, message: Inbound, sid: fix.SessionID) -> None:
         # The echo is the message as it came (its text: QuickFIX fills the header when it sends).
-        self.gateway.application.intake.answer(sid, Delivery(None, message.msg_type, inbox_id="", text=message.text))
+        self.gateway.application.intake.answer(sid, Delivery(message.text, message.msg_type, inbox_id=""))
 
     def on_app_message(self, message: Inbound, sid: fix.SessionID, session: SessionConfig) -> None:
         if message.msg_type == "D":

@@ -164,8 +164,8 @@ class Dispatcher(threading.Thread):
                     views[(key, out.order_id)] = out.view  # the next event of this order sees it
                 view_json = out.view.to_json() if out.view is not None else ""
                 text = body_text(out.msg_type, out.fields)
-                per_session.setdefault(key, []).append(Delivery(None, out.msg_type, out.inbox_id,
-                                                                out.order_id, view_json, text=text,
+                per_session.setdefault(key, []).append(Delivery(text, out.msg_type, out.inbox_id,
+                                                                out.order_id, view_json,
                                                                 index=self._index(out.view)))
         for key, deliveries in per_session.items():
             self.gateway.application.deliver(self.session_ids[key], deliveries)

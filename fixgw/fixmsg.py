@@ -67,8 +67,7 @@ class Inbound:
     Every call into the bindings hands the GIL over (see ``filled``); a request used to make
     ten of them (header fields, flags, body) on QuickFIX's thread. Now one ``toString``."""
 
-    message: fix.Message
-    text: str  # ``message.toString()``, as it came
+    text: str  # ``toString()`` of the message as it came
     msg_type: str
     seq: str  # MsgSeqNum as received
     poss_dup: bool  # PossDupFlag (43) = Y
@@ -91,7 +90,7 @@ def inbound(message: fix.Message) -> Inbound:
             header.setdefault(tag, value)
         elif tag != 10 and tag not in body:
             body[tag] = value
-    return Inbound(message, text, header.get(35, ""), header.get(34, ""), header.get(43) == "Y", header.get(97) == "Y",
+    return Inbound(text, header.get(35, ""), header.get(34, ""), header.get(43) == "Y", header.get(97) == "Y",
                    body)
 
 
@@ -131,9 +130,10 @@ def transact_time() -> str:
     return _stamp[1]
 
 
-def from_text(text: str) -> fix.Message:
-    """The message whose fields ``text`` lists (``body_text``); QuickFIX fills the header."""
-    m = fix.Message()
+def from_text(text: str, into: fix.Message | None = None) -> fix.Message:
+    """The message whose fields ``text`` lists (``body_text``); QuickFIX fills the header.
+    ``into``: a message to refill instead of a new one (``setString`` clears it first)."""
+    m = fix.Message() if into is None else into
     m.setString(text, False)
     return m
 

@@ -101,9 +101,6 @@ class OrderView(msgspec.Struct, frozen=True):
     avg_px: str = "0"
     orig_cl_ord_id: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return msgspec.structs.asdict(self)
-
     def to_json(self) -> str:
         return _JSON.encode(self).decode()
 

@@ -88,9 +88,9 @@ def cell_must_stand_down(client: RedisClient, keys: PartitionKeys) -> str | None
 
 def _group_drained(client: RedisClient, stream: str, group: str) -> tuple[bool, str]:
     """Every entry of ``stream`` delivered to ``group`` and acknowledged."""
-    length = int(client.xlen(stream))
     if not client.exists(stream):
         return True, "no stream"
+    length = int(client.xlen(stream))
     try:
         groups: list[dict[str, Any]] = client.xinfo_groups(stream)
     except ResponseError:
@@ -257,7 +257,7 @@ class Relocation:
         for stream, group in ((self.keys.commands, CONDUCTOR_GROUP), (self.keys.events, OUTBOX_GROUP)):
             _, how = _group_drained(self.source, stream, group)
             lines.append(f"  {stream}: {how}")
-        leases = [k for k in (self.keys.conductor_lease, self.keys.outbox_lease) if self.source.exists(k)]
+        leases = self._leases_held(self.source)
         lines.append(f"  cells running (leases held): {', '.join(leases) or 'none'}")
         problem = self._target_problem()
         lines.append(f"  target: {problem or 'reachable, holds nothing of this partition'}")
@@ -269,6 +269,10 @@ class Relocation:
         done = ORDER.index(m.get("state")) if m.get("state") in ORDER else 0
         lines.append("  steps: " + " → ".join(f"[{s}]" if i < done else s for i, s in enumerate(steps)))
         return lines
+
+    def _leases_held(self, client: RedisClient) -> list[str]:
+        """The cell leases (conductor, outbox) of the partition held on ``client``'s datastore."""
+        return [k for k in (self.keys.conductor_lease, self.keys.outbox_lease) if client.exists(k)]
 
     def _target_problem(self) -> str | None:
         if self.target_url == self.source_url:
@@ -359,7 +363,7 @@ class Relocation:
 
     def _stop_cells(self) -> None:
         def gone() -> tuple[bool, str]:
-            held = [k for k in (self.keys.conductor_lease, self.keys.outbox_lease) if self.source.exists(k)]
+            held = self._leases_held(self.source)
             return not held, f"still held: {', '.join(held)}"
 
         self._wait("stop the cells (they stand down when they see the marker)", gone)
@@ -420,7 +424,7 @@ class Relocation:
     def _wait_cells(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            if self.target.exists(self.keys.conductor_lease) and self.target.exists(self.keys.outbox_lease):
+            if len(self._leases_held(self.target)) == 2:
                 self.say("cells: conductor and outbox run on the target")
                 return
             time.sleep(0.1)

@@ -320,11 +320,7 @@ class SessionStore:
         return text_or_none(raw)
 
     def order_views(self, session: SessionKey, order_ids: list[str]) -> list[str | None]:
-        if not order_ids:
-            return []
-        with _translated():
-            raw = self.client.hmget(session.orders, order_ids)
-        return [text_or_none(r) for r in raw]
+        return self.order_views_of([(session, order_ids)])[0]
 
     def order_views_of(self, wanted: list[tuple[SessionKey, list[str]]]) -> list[list[str | None]]:
         """``order_views`` of several sessions on this store's datastore in one round trip."""
