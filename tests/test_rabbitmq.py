@@ -158,9 +158,16 @@ def test_a_killed_active_conductor_hands_the_queue_to_the_standby_and_no_command
                 PartitionKeys(0).conductor_lease).decode(), "the standby took over"
             assert projected(stream_events(server.client())) == reference_events(flow), \
                 "every command applied once, in order: events equal the reference matcher's"
-            rows = json.loads(rabbitmqctl("list_queues", "-p", vhost_of(broker), "name", "messages", "--formatter",
-                                          "json"))
-            assert {r["name"]: r["messages"] for r in rows}[command_queue(0)] == 0, "every command acknowledged"
+
+
+            def left_in_queue() -> int:
+                rows = json.loads(rabbitmqctl("list_queues", "-p", vhost_of(broker), "name", "messages",
+                                              "--formatter", "json"))
+                return int({r["name"]: r["messages"] for r in rows}[command_queue(0)])
+
+            # The last batch is acknowledged just after its commit, and the broker's counts are
+            # refreshed every few seconds: wait for it rather than read it once.
+            wait_for(lambda: left_in_queue() == 0, 30, "every command acknowledged")
         finally:
             for c in conductors:
                 c.kill()
