@@ -160,7 +160,8 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         # Per session, not process-wide: a session's outbound numbers are checked and stored in
         # order, and no session waits for another's round trip.
         self._persist_locks = {cfg.key(namespace): threading.Lock() for cfg in sessions.values()}
-        self.intake = Intake(fatal, lambda key, target: metrics.target_seq.labels(str(key)).set(target), self.deliver)
+        self.intake = Intake(fatal, lambda key, target: metrics.target_seq.labels(str(key)).set(target), self.deliver,
+                             clients=list({id(s.client): s.client for s in stores.values()}.values()))
         # Held by any thread but a session's own while it calls into that session, so the
         # restore after a refused Logon never runs beside a dispatcher send.
         self._send_locks = {text: threading.Lock() for text in sessions}

@@ -14,15 +14,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from contextlib import ExitStack
 from typing import Any
 
 import quickfix as fix
 from redis.exceptions import RedisError, ResponseError
 
 from matching.contracts import ContractError, DealExecuted, Event, EventType, parse_event
-from matching.storage import trim_acknowledged
+from matching.storage import read_group_command, read_groups_entries, trim_acknowledged
 from sessionstore import GatewayKey, OrderIndex, SessionKey, StoreError
-from sessionstore.connection import RedisClient
+from sessionstore.connection import RedisClient, is_cluster, own_connection, round_trip, text
 from sessionstore.store import NO_INDEX
 
 from . import translation as tr
@@ -64,6 +65,29 @@ class Dispatcher(threading.Thread):
             except ResponseError as exc:
                 if "BUSYGROUP" not in str(exc):
                     raise
+        with ExitStack() as owned:  # the datastores it reads and commits to: a connection of its own each
+            for client in {id(c): c for c in [self.client, *(s.client for s in self.gateway.stores.values())]}.values():
+                owned.enter_context(own_connection(client))
+            self._cycles()
+
+    def _read(self, to_ack: list[tuple[str, list[bytes]]], read_from: str, block_ms: int | None
+              ) -> list[tuple[str, Any]]:
+        """Acknowledge what the last cycle committed and read the next batch, one round trip."""
+        read = read_group_command(GROUP, CONSUMER, list(self.streams), read_from, self.batch, block_ms)
+        if is_cluster(self.client):  # redis-py's node routing (and its reply shape)
+            pipe = self.client.pipeline(transaction=False)
+            for stream_name, ids in to_ack:
+                pipe.xack(stream_name, GROUP, *ids)
+            pipe.execute_command(*read)
+            reply = pipe.execute()[-1]
+            return [(text(stream), entries) for stream, entries in reply or []]
+        replies = round_trip(self.client, [*(("XACK", name, GROUP, *ids) for name, ids in to_ack), read])
+        for r in replies:
+            if isinstance(r, Exception):
+                raise r
+        return read_groups_entries(replies[-1])
+
+    def _cycles(self) -> None:
         own_pending = True
         # Entries committed but not yet acknowledged: their XACK travels with the next read, one
         # round trip instead of two per batch. Lost with the process, they are read again by the
@@ -77,20 +101,13 @@ class Dispatcher(threading.Thread):
                 if time.monotonic() >= self._next_retention:
                     self._next_retention = time.monotonic() + self.gateway.matching.retention_interval
                     self.retention()
-                read_from = "0" if own_pending else ">"
-                pipe = self.client.pipeline(transaction=False)
-                for stream_name, ids in to_ack:
-                    pipe.xack(stream_name, GROUP, *ids)
-                pipe.xreadgroup(GROUP, CONSUMER, {s: read_from for s in self.streams}, count=self.batch,
-                                block=None if own_pending else 200)
-                reply: Any = pipe.execute()[-1]
+                reply = self._read(to_ack, "0" if own_pending else ">", None if own_pending else 200)
                 to_ack = []
-                got = sum(len(entries) for _, entries in reply or [])
+                got = sum(len(entries) for _, entries in reply)
                 if own_pending and not got:
                     own_pending = False
                     continue
-                for stream, entries in reply or []:
-                    stream_name = stream.decode() if isinstance(stream, bytes) else stream
+                for stream_name, entries in reply:
                     if entries:
                         self._dispatch_entries(self.streams[stream_name], entries)
                         to_ack.append((stream_name, [e for e, _ in entries]))

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from typing import Any, Protocol
 
 import quickfix as fix
 
 from sessionstore import SessionKey, SessionStore, StoreError
+from sessionstore.connection import RedisClient, own_connection
 
 log = logging.getLogger("fixgw.intake")
 
@@ -63,8 +64,9 @@ class Work(Protocol):
 
 class Intake:
     def __init__(self, fatal: Callable[[str], None], on_written: Callable[[SessionKey, int], None],
-                 deliver: Callable[[fix.SessionID, list[Any]], None]) -> None:
+                 deliver: Callable[[fix.SessionID, list[Any]], None], clients: Sequence[RedisClient] = ()) -> None:
         self._fatal = fatal
+        self._clients = clients  # the datastores it writes: a connection of its own to each
         self._on_written = on_written
         self._deliver = deliver  # GatewayApplication.deliver: group commit, then send
         self._work: list[Work] = []
@@ -191,6 +193,12 @@ class Intake:
         self.flush()
 
     def _run(self) -> None:
+        with ExitStack() as owned:
+            for client in self._clients:
+                owned.enter_context(own_connection(client))
+            self._cycles()
+
+    def _cycles(self) -> None:
         while True:
             with self._cond:
                 while not (self._work or self._answers or self._targets) and not self._stopped:

@@ -37,7 +37,7 @@ from typing import Any, Protocol, cast
 
 from redis.exceptions import RedisError, ResponseError
 
-from sessionstore.connection import RedisClient, round_trip, text
+from sessionstore.connection import RedisClient, own_connection, round_trip, text
 from sessionstore.lease import Lease
 
 from .config import LEASE_TTL_MS, Durability
@@ -312,6 +312,11 @@ class Conductor:
         return len(batch)
 
     def run(self, stop: threading.Event, block_ms: int = 1000) -> None:
+        with own_connection(self.client):  # one connection of its own for the loop's round trips
+            self._loop(stop, block_ms)
+        self.release()
+
+    def _loop(self, stop: threading.Event, block_ms: int) -> None:
         while not stop.is_set():
             self.heartbeat = time.monotonic()
             try:
@@ -328,7 +333,6 @@ class Conductor:
                 log.exception("partition %d: batch failed; retried one entry at a time", self.partition)
                 self.cell = None
                 stop.wait(0.2)
-        self.release()
 
     def ready(self, stale_after_s: float = 10.0) -> bool:
         """Serving: holds the lease, the loop turns, and batches are not failing over and over."""
@@ -410,7 +414,7 @@ class Conductor:
         # Steps 3 and 4: the dedup reads happen before the transaction, in one round trip.
         lookups = [self.keys.processed_command(c.command_id) for c in commands]
         lookups += [self.keys.accepted_order(c.order.order_id) for c in places]
-        replies = self.client.mget(lookups) if lookups else []
+        replies = self._read_many(lookups) if lookups else []
         processed = dict(zip((c.command_id for c in commands), replies[: len(commands)]))
         accepted_by = dict(zip((c.order.order_id for c in places), replies[len(commands):]))
         self._point("after-reads")
@@ -462,6 +466,13 @@ class Conductor:
             self.client.xack(self.keys.commands, GROUP, *[entry_id for entry_id, _ in entries])
         for cmd in commands:
             self._poison.pop(cmd.command_id, None)  # recorded as processed now: never seen again
+
+    def _read_many(self, keys: list[str]) -> list[bytes | None]:
+        """MGET, packed (the loop's own connection: no pool checkout on the hot path)."""
+        [reply] = round_trip(self.client, [("MGET", *keys)])
+        if isinstance(reply, Exception):
+            raise reply
+        return cast(list[bytes | None], reply)
 
     def _apply(self, cmd: Command) -> Any:
         """The cell's outcome, or a refusal for a command the cell failed on before."""

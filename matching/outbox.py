@@ -36,12 +36,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
-from sessionstore.connection import RedisClient, is_cluster, round_trip
+from sessionstore.connection import RedisClient, is_cluster, own_connection, round_trip
 from sessionstore.lease import Lease
 
 from .config import LEASE_TTL_MS, Durability
@@ -412,6 +413,14 @@ class OutboxWorker:
 
     def run(self, stop: threading.Event, block_ms: int = READ_BLOCK_MS) -> None:
         self.ensure_group()
+        clients = [self.client] + ([self.publisher.client] if isinstance(self.publisher, RedisStreamsPublisher) else [])
+        with ExitStack() as owned:  # the stream it drains and the streams it publishes to: a connection of its own each
+            for client in {id(c): c for c in clients}.values():
+                owned.enter_context(own_connection(client))
+            self._loop(stop, block_ms)
+        self.release()
+
+    def _loop(self, stop: threading.Event, block_ms: int) -> None:
         while not stop.is_set():
             try:
                 published = self.step(block_ms)
@@ -425,4 +434,3 @@ class OutboxWorker:
             except Exception:  # noqa: BLE001 (the loop must outlive any one batch)
                 log.exception("partition %d: outbox step failed; re-reading own pending first", self.partition)
                 stop.wait(0.5)
-        self.release()

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 import hiredis
 from redis.exceptions import ResponseError, WatchError
 
-from sessionstore.connection import RedisClient, is_cluster, read_replies, standalone_pool, text
+from sessionstore.connection import RedisClient, checked_out, is_cluster, read_replies, text
 
 from .contracts import CommandResult, Event, OrderType, Side, TimeInForce
 from .domain import Cell, Change, Order
@@ -159,34 +159,39 @@ def read_group(client: RedisClient, group: str, consumer: str, stream: str, star
     if is_cluster(client):
         reply: Any = client.xreadgroup(group, consumer, {stream: start}, count=count, block=block_ms)
         return reply[0][1] if reply else []
-    pool = standalone_pool(client)
-    conn = pool.get_connection()
-    try:
+    with checked_out(client) as conn:
         conn.send_packed_command([pack(*args)], check_health=False)
         raw = conn.read_response()
-    except BaseException:
-        conn.disconnect()
-        raise
-    finally:
-        pool.release(conn)
     return read_group_entries(raw)
 
 
-def read_group_command(group: str, consumer: str, stream: str, start: str, count: int,
+def read_group_command(group: str, consumer: str, stream: str | Sequence[str], start: str, count: int,
                        block_ms: int | None = None) -> tuple[Any, ...]:
+    """XREADGROUP of one stream, or of several from the same position (``start``)."""
+    streams = [stream] if isinstance(stream, str) else list(stream)
     args: list[Any] = ["XREADGROUP", "GROUP", group, consumer, "COUNT", count]
     if block_ms is not None:
         args += ["BLOCK", block_ms]
-    return (*args, "STREAMS", stream, start)
+    return (*args, "STREAMS", *streams, *[start] * len(streams))
 
 
-def read_group_entries(raw: Any) -> list[tuple[bytes, dict[bytes, bytes] | None]]:
-    """The entries of a raw XREADGROUP reply of one stream (a deleted entry's fields are None)."""
+Entries = list[tuple[bytes, dict[bytes, bytes] | None]]
+
+
+def read_groups_entries(raw: Any) -> list[tuple[str, Entries]]:
+    """Each stream's entries of a raw XREADGROUP reply (a deleted entry's fields are None)."""
     if not raw:
         return []
-    entries = next(iter(raw.values())) if isinstance(raw, dict) else raw[0][1]  # RESP3 map, RESP2 list
-    return [(entry_id, dict(zip(fields[::2], fields[1::2], strict=True)) if fields is not None else None)
-            for entry_id, fields in entries]
+    streams = raw.items() if isinstance(raw, dict) else raw  # RESP3 map, RESP2 list of pairs
+    return [(text(stream), [(entry_id, dict(zip(fields[::2], fields[1::2], strict=True))
+                                       if fields is not None else None) for entry_id, fields in entries])
+            for stream, entries in streams]
+
+
+def read_group_entries(raw: Any) -> Entries:
+    """The entries of a raw XREADGROUP reply of one stream."""
+    streams = read_groups_entries(raw)
+    return streams[0][1] if streams else []
 
 
 def pack(*command: Any) -> bytes:
@@ -206,9 +211,7 @@ def commit_fenced(client: RedisClient, keys: PartitionKeys, token: str, commands
     """
     if is_cluster(client):
         return _commit_cluster(client, keys, token, commands, waitaof)
-    pool = standalone_pool(client)
-    conn = pool.get_connection()
-    try:
+    with checked_out(client) as conn:
         conn.send_packed_command([pack("WATCH", keys.conductor_lease), pack("GET", keys.conductor_lease)])
         conn.read_response()
         holder = conn.read_response()
@@ -231,11 +234,6 @@ def commit_fenced(client: RedisClient, keys: PartitionKeys, token: str, commands
                 return conn.read_response()
 
             waited = wait_aof(on_conn, *waitaof)
-    except BaseException:
-        conn.disconnect()
-        raise
-    finally:
-        pool.release(conn)
     if isinstance(result, Exception):
         raise ResponseError(f"transaction aborted: {result}; queued errors: {queued_errors[:1]}")
     if result is None:

@@ -30,7 +30,7 @@ from .codec import (
     encode_seq_field,
     encode_state_field,
 )
-from .connection import RedisClient, hash_of_bytes, is_cluster, read_replies, standalone_pool, text_or_none
+from .connection import RedisClient, checked_out, hash_of_bytes, is_cluster, read_replies, text_or_none
 from .connection import round_trip as packed_round_trip
 from .errors import (
     FencedWrite,
@@ -184,9 +184,7 @@ class SessionStore:
     def _packed_calls(self, calls: list[Call]) -> list[Any]:
         if self.replica_acks:
             calls = [*calls, ("WAIT", self.replica_acks, self.replica_timeout_ms)]
-        pool = standalone_pool(self.client)
-        conn = pool.get_connection()
-        try:
+        with checked_out(self.client) as conn:
             def round_trip(todo: list[Call]) -> list[Any]:
                 conn.send_packed_command([b"".join(hiredis.pack_command(cast(Any, c)) for c in todo)],
                                          check_health=False)  # (hiredis's stub types the argument as a 1-tuple)
@@ -201,11 +199,6 @@ class SessionStore:
                     conn.read_response()
                 for i, reply in zip(missing, round_trip([calls[i] for i in missing])):
                     replies[i] = reply
-        except BaseException:
-            conn.disconnect()
-            raise
-        finally:
-            pool.release(conn)
         if self.replica_acks:
             acked = replies.pop()
             if not isinstance(acked, Exception) and int(acked) < self.replica_acks:
