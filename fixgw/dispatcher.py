@@ -18,10 +18,10 @@ from contextlib import ExitStack
 from typing import Any
 
 import quickfix as fix
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
 from matching.contracts import ContractError, DealExecuted, Event, EventType, parse_event
-from matching.storage import read_group_command, read_groups_entries, trim_acknowledged
+from matching.storage import ensure_group, read_group_command, read_groups_entries, trim_acknowledged
 from sessionstore import GatewayKey, OrderIndex, SessionKey, StoreError
 from sessionstore.connection import RedisClient, is_cluster, own_connection, round_trip, text
 from sessionstore.store import NO_INDEX
@@ -60,11 +60,7 @@ class Dispatcher(threading.Thread):
 
     def run(self) -> None:
         for stream in self.streams:
-            try:
-                self.client.xgroup_create(stream, GROUP, id="0", mkstream=True)
-            except ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
-                    raise
+            ensure_group(self.client, stream, GROUP)
         with ExitStack() as owned:  # the datastores it reads and commits to: a connection of its own each
             for client in {id(c): c for c in [self.client, *(s.client for s in self.gateway.stores.values())]}.values():
                 owned.enter_context(own_connection(client))

@@ -64,6 +64,7 @@ from .storage import (
     StreamClock,
     commit_commands,
     commit_fenced,
+    ensure_group,
     partition_command,
     read_group,
     rebuild_cell,
@@ -192,11 +193,7 @@ class Conductor:
             raise BootRefused(f"partition count {self.partition_count} differs from the {stored} recorded in {meta}; "
                               "changing MATCHING_PARTITION_COUNT in place is forbidden (migrate instead)")
         check_durability(self.client, self.keys, self.durability)
-        try:
-            self.client.xgroup_create(self.keys.commands, GROUP, id="0", mkstream=True)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+        ensure_group(self.client, self.keys.commands, GROUP)
 
     @property
     def has_lease(self) -> bool:

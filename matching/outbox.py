@@ -49,7 +49,7 @@ from .config import LEASE_TTL_MS, Durability
 from .contracts import ContractError, Event, parse_event
 from .keys import PartitionKeys, publisher_fence
 from .metrics import OutboxMetrics
-from .storage import durable_barrier, read_group, read_group_command, read_group_entries
+from .storage import durable_barrier, ensure_group, read_group, read_group_command, read_group_entries
 
 log = logging.getLogger("matching.outbox")
 
@@ -260,11 +260,7 @@ class OutboxWorker:
     # --- the loop ---------------------------------------------------------------------
 
     def ensure_group(self) -> None:
-        try:
-            self.client.xgroup_create(self.keys.events, GROUP, id="0", mkstream=True)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+        ensure_group(self.client, self.keys.events, GROUP)
 
     def step(self, block_ms: int = READ_BLOCK_MS) -> int:
         """One turn of the loop; returns how many events were published. Whatever fails on

@@ -165,6 +165,16 @@ def read_group(client: RedisClient, group: str, consumer: str, stream: str, star
     return read_group_entries(raw)
 
 
+def ensure_group(client: RedisClient, stream: str, group: str) -> None:
+    """The consumer group ``group`` of ``stream`` from its first entry, creating the stream if
+    needed; one that exists already is left as it is (its position and pending entries)."""
+    try:
+        client.xgroup_create(stream, group, id="0", mkstream=True)
+    except ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
+
+
 def read_group_command(group: str, consumer: str, stream: str | Sequence[str], start: str, count: int,
                        block_ms: int | None = None) -> tuple[Any, ...]:
     """XREADGROUP of one stream, or of several from the same position (``start``)."""
