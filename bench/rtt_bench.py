@@ -42,6 +42,24 @@ def ping_round_trips(port: int, count: int, pipeline: int) -> float:
     return (time.perf_counter() - started) / (count // pipeline * pipeline) * 1e6
 
 
+def ping_after_idle(port: int, count: int, idle_s: float) -> float:
+    """Median µs of one PING sent after ``idle_s`` of quiet: what a hop of the order path costs
+    at a low rate, when both processes (and, on a VM, their idle vCPUs) must be woken."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    reader, packed = hiredis.Reader(), hiredis.pack_command(("PING",))
+    took = []
+    for _ in range(count):
+        time.sleep(idle_s)
+        started = time.perf_counter()
+        sock.sendall(packed)
+        while reader.gets() is False:
+            reader.feed(sock.recv(65536))
+        took.append((time.perf_counter() - started) * 1e6)
+    sock.close()
+    return sorted(took)[len(took) // 2]
+
+
 def thread_round_trips(count: int) -> float:
     """µs per round trip between two threads of one process over a socketpair."""
     a, b = socket.socketpair()
@@ -69,12 +87,15 @@ def main() -> None:
         port = int(server.url.rsplit(":", 1)[1].split("/")[0])
         one = ping_round_trips(port, args.count, 1)
         hundred = ping_round_trips(port, args.count, 100)
+        idle = ping_after_idle(port, 200, 0.01)
     threads = thread_round_trips(args.count)
     print(f"{'round trip':52} {'µs':>8}")
     print(f"{'PING to Valkey, one per round trip (other process)':52} {one:8.1f}")
     print(f"{'PING to Valkey, 100 per round trip, per PING':52} {hundred:8.1f}")
+    print(f"{'PING to Valkey after 10 ms idle (median)':52} {idle:8.1f}")
     print(f"{'two threads of one process (socketpair)':52} {threads:8.1f}")
     print(f"\nbatching ratio (one per trip / 100 per trip) = {one / hundred:.0f}x")
+    print(f"waking from idle adds {idle - one:.0f} µs to a round trip; an unloaded order crosses ~8 such hops")
 
 
 if __name__ == "__main__":

@@ -179,15 +179,19 @@ class Dispatcher(threading.Thread):
                 text = body_text(out.msg_type, out.fields)
                 per_session.setdefault(key, []).append(Delivery(text, out.msg_type, out.inbox_id,
                                                                 out.order_id, view_json,
-                                                                index=self._index(out.view)))
+                                                                index=self._index(out.view, cfg.kind == "dc")))
         for key, deliveries in per_session.items():
             self.gateway.application.deliver(self.session_ids[key], deliveries)
 
-    def _index(self, view: tr.OrderView | None) -> OrderIndex:
-        """How the order's ClOrdID records and retention follow this message (``OrderIndex``)."""
+    def _index(self, view: tr.OrderView | None, drop_copy: bool) -> OrderIndex:
+        """How the order's ClOrdID records and retention follow this message (``OrderIndex``).
+        A drop copy holds no ClOrdID records (the order-entry session claimed them): only the
+        retention of its views follows the order."""
         if view is None:
             return NO_INDEX
         state = "closed" if view.status in CLOSED_STATUSES else "open"
+        if drop_copy:
+            return OrderIndex(state, window_ms=self.behaviour.window_ms)
         return OrderIndex(state, view.cl_ord_id, view.orig_cl_ord_id if view.orig_cl_ord_id != view.cl_ord_id else "",
                           self.behaviour.window_ms)
 

@@ -37,7 +37,7 @@ from typing import Any, Protocol, cast
 
 from redis.exceptions import RedisError, ResponseError
 
-from sessionstore.connection import RedisClient, own_connection, round_trip, text
+from sessionstore.connection import RedisClient, is_cluster, own_connection, round_trip, text
 from sessionstore.lease import Lease
 
 from .config import LEASE_TTL_MS, Durability
@@ -464,6 +464,15 @@ class Conductor:
         for cmd in commands:
             self._poison.pop(cmd.command_id, None)  # recorded as processed now: never seen again
 
+    def _on_commit_connection(self, *command: Any) -> Any:
+        """One command on the connection the commits go over (WAITAOF covers that client's writes)."""
+        if is_cluster(self.client):
+            return partition_command(self.client, self.keys, *command)
+        [reply] = round_trip(self.client, [command])
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
     def _read_many(self, keys: list[str]) -> list[bytes | None]:
         """MGET, packed (the loop's own connection: no pool checkout on the hot path)."""
         [reply] = round_trip(self.client, [("MGET", *keys)])
@@ -496,7 +505,7 @@ class Conductor:
             if commands:
                 waited = commit_fenced(self.client, self.keys, self.token, commands, waitaof)
             elif waitaof is not None:  # only duplicates: still wait, as seed 000's step 3 does
-                waited = wait_aof(lambda *a: partition_command(self.client, self.keys, *a), *waitaof)
+                waited = wait_aof(self._on_commit_connection, *waitaof)
             else:
                 waited = None
         except FencedOut as exc:

@@ -231,6 +231,11 @@ def checked_out(client: RedisClient) -> Iterator[Any]:
     held = _owned_by_this_thread().get(id(pool))
     conn = held[1] if held is not None else pool.get_connection()
     try:
+        if held is not None:
+            # (Re)connect through the connection's own connect(): a no-op when connected, and the
+            # one that asks Sentinel for the primary. send_packed_command would connect by itself,
+            # but through the base class, which ignores Sentinel (it dialled localhost:6379).
+            conn.connect()
         yield conn
     except BaseException:
         conn.disconnect()
