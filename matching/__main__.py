@@ -117,7 +117,8 @@ def broker_link(settings: CellSettings, role: str) -> AmqpLink | None:
 def build_conductor(settings: CellSettings) -> Conductor:
     partition = _partition(settings)
     endpoint = settings.endpoint()
-    # One connection: WAITAOF covers only the writes of the connection that sends it.
+    # The loop's commits and their WAITAOF go over a connection of its own (Conductor.run: WAITAOF
+    # covers only the writes of the connection that sends it); this one serves the boot and the lease.
     client = connect(endpoint.model_copy(update={"pool": endpoint.pool.model_copy(update={"maxTotal": 1,
                                                                                           "maxIdle": 1})}),
                      client_name=f"conductor-p{partition}")
