@@ -16,6 +16,8 @@ from typing import Any
 
 import quickfix as fix
 
+from .inputs import split_fields
+
 COLUMNS = [("session", None), ("type", 35), ("ExecType", 150), ("OrdStatus", 39), ("ClOrdID", 11),
            ("OrigClOrdID", 41), ("Side", 54), ("Symbol", 55), ("LastQty", 32), ("LastPx", 31), ("CumQty", 14),
            ("LeavesQty", 151), ("AvgPx", 6), ("ExecID", 17), ("Text", 58)]
@@ -74,10 +76,8 @@ TargetCompID={target}
 
     def fromApp(self, m: Any, sid: Any) -> None:  # noqa: N802
         fields = {35: m.getHeader().getField(35)}
-        for part in m.toString().split("\x01"):
-            tag, _, value = part.partition("=")
-            if tag.isdigit():
-                fields.setdefault(int(tag), value)
+        for tag, value in split_fields(m.toString()):
+            fields.setdefault(tag, value)
         with self.cond:
             self.reports.append(fields)
             self.cond.notify_all()

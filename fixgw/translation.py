@@ -13,6 +13,7 @@ Rules of this file:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
@@ -379,6 +380,110 @@ def view_from_event(state: OrderState, table: InstrumentTable, pair_id: int) -> 
                      leaves_qty=_qty(table, pair_id, state.remaining), avg_px=_avg_px_text(table, pair_id, state))
 
 
+@dataclass(frozen=True, slots=True)
+class _Heard:
+    """One event as one session hears it: what every event type's messages are built from."""
+
+    event: Event
+    views: dict[str, OrderView | None]  # the session's last view of each order it knows
+    table: InstrumentTable
+    begin_string: str
+    roles: tuple[str, ...]
+
+    @property
+    def exec_id(self) -> str:
+        return f"{self.event.event_id}:O"
+
+    def view_for(self, state: OrderState) -> OrderView:
+        """The order's view after ``state``: what the session knew of it, brought up to date."""
+        known = self.views.get(state.order_id)
+        fresh = view_from_event(state, self.table, self.event.pair_id)
+        if known is None:
+            return fresh
+        return replace(known, cum_qty=fresh.cum_qty, leaves_qty=fresh.leaves_qty, avg_px=fresh.avg_px,
+                       quantity=fresh.quantity)
+
+    def execution_report(self, v: OrderView, kind: str, status: str, **extra: Any) -> list[Outbound]:
+        exec_id = self.exec_id
+        return [Outbound("8", report(v, exec_id=exec_id, kind=kind, status=status, begin_string=self.begin_string,
+                                     **extra), v, exec_id, v.order_id)]
+
+
+def _deal_executed(p: DealExecuted, h: _Heard) -> list[Outbound]:
+    """A fill for each side the session owns (a drop copy: both), ExecIDs told apart by role."""
+    out: list[Outbound] = []
+    table, pair = h.table, h.event.pair_id
+    for role in h.roles:
+        state = p.maker if role == "maker" else p.taker
+        status = "2" if state.remaining == 0 else "1"
+        v = replace(h.view_for(state), status=status)
+        last = (_px(table, pair, p.price) or "0", _qty(table, pair, p.quantity))
+        exec_id = f"{h.event.event_id}:{role[0].upper()}"
+        out.append(Outbound("8", report(v, exec_id=exec_id, kind="trade", status=status,
+                                        begin_string=h.begin_string, last=last), v, exec_id, v.order_id))
+    return out
+
+
+def _cancel_rejected(p: CancelRejected, h: _Heard) -> list[Outbound]:
+    known = h.views.get(p.order_id)
+    status = known.status if known else "8"
+    orig = p.orig_client_order_id or (known.cl_ord_id if known else "") or "NONE"
+    fields = cancel_reject(p.order_id if known else "NONE", p.client_order_id, orig, status,
+                           "1" if p.response_to == "cancel" else "2", p.reason, "", h.begin_string)
+    return [Outbound("9", fields, known, h.exec_id, p.order_id)]
+
+
+def _command_refused(p: CommandRefused, h: _Heard) -> list[Outbound]:
+    return _refused_command(h.event, p, h.views.get(p.order_id), h.begin_string)
+
+
+def _order_rejected(p: OrderRejected, h: _Heard) -> list[Outbound]:
+    if p.accepted is not None:  # rejected after acceptance (a market order's rest without liquidity): canceled
+        return h.execution_report(replace(h.view_for(p.accepted), status="4", leaves_qty="0"), "4", "4",
+                                  text=p.reason)
+    # refused by the cell before acceptance
+    table, pair = h.table, h.event.pair_id
+    inst = table.pair(pair)
+    assert inst is not None
+    base = h.views.get(p.order_id) or OrderView(p.order_id, p.client_order_id, inst.symbol, FIX_SIDE[p.side],
+                                                "2" if p.price is not None else "1", "1",
+                                                _qty(table, pair, p.quantity), _px(table, pair, p.price), p.account)
+    return h.execution_report(replace(base, status="8", leaves_qty="0"), "8", "8",
+                              rej_reason=ord_rej_reason(p.reason, h.begin_string), text=p.reason)
+
+
+def _order_accepted(p: OrderAccepted, h: _Heard) -> list[Outbound]:
+    return h.execution_report(replace(h.view_for(p), status="0"), "0", "0")
+
+
+def _order_canceled(p: OrderCanceled, h: _Heard) -> list[Outbound]:
+    v = replace(h.view_for(p), status="4", leaves_qty="0")
+    cancel_clordid = p.cancel_client_order_id or None
+    return h.execution_report(v, "4", "4", text=p.reason, cl_ord_id=cancel_clordid,
+                              orig_cl_ord_id=v.cl_ord_id if cancel_clordid else "")
+
+
+def _order_replaced(p: OrderReplaced, h: _Heard) -> list[Outbound]:
+    v = h.view_for(p)
+    orig = p.orig_client_order_id
+    status = "1" if p.filled else "0"
+    v = replace(v, status=status, cl_ord_id=p.client_order_id or v.cl_ord_id, orig_cl_ord_id=orig,
+                price=_px(h.table, h.event.pair_id, p.price))
+    return h.execution_report(v, "5", "5" if h.begin_string == "FIX.4.2" else status, orig_cl_ord_id=orig)
+
+
+# Event type → the messages a session receives for it (one builder per contract type).
+_MESSAGES: dict[type, Callable[[Any, _Heard], list[Outbound]]] = {
+    OrderAccepted: _order_accepted,
+    DealExecuted: _deal_executed,
+    OrderCanceled: _order_canceled,
+    OrderReplaced: _order_replaced,
+    OrderRejected: _order_rejected,
+    CancelRejected: _cancel_rejected,
+    CommandRefused: _command_refused,
+}
+
+
 def event_messages(event: Event, views: dict[str, OrderView | None], table: InstrumentTable,
                    begin_string: str, roles: tuple[str, ...]) -> list[Outbound]:
     """The messages one session receives for ``event``.
@@ -387,76 +492,10 @@ def event_messages(event: Event, views: dict[str, OrderView | None], table: Inst
     single-order events, ``("maker", "taker")`` subsets for deals. ``views`` holds the
     session's last view of each order id it already knows.
     """
-    p = event.payload
-    out: list[Outbound] = []
-    pair = event.pair_id
-
-    def view_for(state: OrderState) -> OrderView:
-        known = views.get(state.order_id)
-        fresh = view_from_event(state, table, pair)
-        if known is None:
-            return fresh
-        return replace(known, cum_qty=fresh.cum_qty, leaves_qty=fresh.leaves_qty, avg_px=fresh.avg_px,
-                       quantity=fresh.quantity)
-
-    if isinstance(p, DealExecuted):
-        for role in roles:
-            state = p.maker if role == "maker" else p.taker
-            v = view_for(state)
-            status = "2" if state.remaining == 0 else "1"
-            v = replace(v, status=status)
-            last = (_px(table, pair, p.price) or "0", _qty(table, pair, p.quantity))
-            exec_id = f"{event.event_id}:{role[0].upper()}"
-            out.append(Outbound("8", report(v, exec_id=exec_id, kind="trade", status=status,
-                                            begin_string=begin_string, last=last), v, exec_id, v.order_id))
-        return out
-    if isinstance(p, CancelRejected):
-        known = views.get(p.order_id)
-        status = known.status if known else "8"
-        orig = p.orig_client_order_id or (known.cl_ord_id if known else "") or "NONE"
-        fields = cancel_reject(p.order_id if known else "NONE", p.client_order_id, orig, status,
-                               "1" if p.response_to == "cancel" else "2", p.reason, "", begin_string)
-        return [Outbound("9", fields, known, f"{event.event_id}:O", p.order_id)]
-    if isinstance(p, CommandRefused):
-        return _refused_command(event, p, views.get(p.order_id), begin_string)
-    exec_id = f"{event.event_id}:O"
-    if isinstance(p, OrderRejected):
-        accepted = p.accepted
-        if accepted is None:  # refused by the cell before acceptance
-            known = views.get(p.order_id)
-            inst = table.pair(pair)
-            assert inst is not None
-            base = known or OrderView(p.order_id, p.client_order_id, inst.symbol, FIX_SIDE[p.side],
-                                      "2" if p.price is not None else "1", "1", _qty(table, pair, p.quantity),
-                                      _px(table, pair, p.price), p.account)
-            v = replace(base, status="8", leaves_qty="0")
-            return [Outbound("8", report(v, exec_id=exec_id, kind="8", status="8", begin_string=begin_string,
-                                         rej_reason=ord_rej_reason(p.reason, begin_string), text=p.reason),
-                             v, exec_id, v.order_id)]
-        # rejected after acceptance (a market order's rest without liquidity): the rest is canceled
-        v = replace(view_for(accepted), status="4", leaves_qty="0")
-        return [Outbound("8", report(v, exec_id=exec_id, kind="4", status="4", begin_string=begin_string,
-                                     text=p.reason), v, exec_id, v.order_id)]
-    v = view_for(p)
-    if isinstance(p, OrderAccepted):
-        v = replace(v, status="0")
-        return [Outbound("8", report(v, exec_id=exec_id, kind="0", status="0", begin_string=begin_string), v,
-                         exec_id, v.order_id)]
-    if isinstance(p, OrderCanceled):
-        v = replace(v, status="4", leaves_qty="0")
-        cancel_clordid = p.cancel_client_order_id or None
-        return [Outbound("8", report(v, exec_id=exec_id, kind="4", status="4", begin_string=begin_string,
-                                     text=p.reason, cl_ord_id=cancel_clordid,
-                                     orig_cl_ord_id=v.cl_ord_id if cancel_clordid else ""),
-                         v, exec_id, v.order_id)]
-    if isinstance(p, OrderReplaced):
-        orig = p.orig_client_order_id
-        status = "1" if p.filled else "0"
-        v = replace(v, status=status, cl_ord_id=p.client_order_id or v.cl_ord_id, orig_cl_ord_id=orig,
-                    price=_px(table, pair, p.price))
-        return [Outbound("8", report(v, exec_id=exec_id, kind="5", status="5" if begin_string == "FIX.4.2" else status,
-                                     begin_string=begin_string, orig_cl_ord_id=orig), v, exec_id, v.order_id)]
-    raise ValueError(f"no FIX message for event type {event.type}")
+    build = _MESSAGES.get(type(event.payload))
+    if build is None:
+        raise ValueError(f"no FIX message for event type {event.type}")
+    return build(event.payload, _Heard(event, views, table, begin_string, roles))
 
 
 REFUSED_REF_MSG_TYPE = {"place": "D", "cancel": "F", "replace": "G"}
