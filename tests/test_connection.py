@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from sessionstore import connect
+from sessionstore.connection import own_connection, round_trip
 from sessionstore.embedded import ValkeyProcess, standalone
 from sessionstore.settings import RedisEndpoint
 
@@ -117,6 +118,43 @@ def test_sentinel_pool_waits_for_a_free_connection_and_honours_idle_bounds(senti
     other = patient.connection_pool.get_connection()
     threading.Timer(0.3, patient.connection_pool.release, args=(other,)).start()
     assert patient.ping(), "a command waits for the connection released meanwhile"
+
+
+def client_id(client) -> int:  # type: ignore[no-untyped-def]
+    """The server's id of the connection a packed round trip goes over."""
+    [reply] = round_trip(client, [("CLIENT", "ID")])
+    return int(reply)
+
+
+def test_a_loops_own_connection_carries_its_round_trips_and_reconnects_after_an_error(valkey: ValkeyProcess) -> None:
+    client = connect(RedisEndpoint(url=valkey.url, pool={"maxTotal": 1, "maxIdle": 1}))
+    pooled = client_id(client)
+    with own_connection(client):
+        own = client_id(client)
+        assert own != pooled, "not the pool's connection"
+        assert client_id(client) == own, "the same connection for every round trip of the loop"
+        assert client.ping(), "redis-py's own calls still use the pool (maxTotal 1 is not taken)"
+        valkey.client().client_kill_filter(_id=own)
+        with pytest.raises(redis.ConnectionError):
+            client_id(client)  # the failed exchange drops the socket...
+        again = client_id(client)  # ...and the next one opens a fresh one
+        assert again not in (own, pooled)
+    assert client_id(client) == pooled, "after the block: the pool again"
+    deadline = time.monotonic() + 5
+    while again in {int(c["id"]) for c in valkey.client().client_list()} and time.monotonic() < deadline:
+        time.sleep(0.05)  # the server notices the close on its next turn
+    assert again not in {int(c["id"]) for c in valkey.client().client_list()}, "closed at the end of the block"
+
+
+def test_an_owned_connection_under_sentinel_talks_to_the_primary(sentinel_group) -> None:  # type: ignore[no-untyped-def]
+    """It is opened through Sentinel like the pool's: redis-py's send would otherwise dial
+    its default address (localhost:6379) for a connection not yet open."""
+    client = connect(RedisEndpoint(sentinels=sentinel_group.sentinel_addresses, sentinelGroup=sentinel_group.group))
+    client.set("owned-conn-probe", "primary")
+    with own_connection(client):
+        role, value = round_trip(client, [("ROLE",), ("GET", "owned-conn-probe")])
+    assert role[0] == b"master" and value == b"primary"
+    client.delete("owned-conn-probe")
 
 
 def test_cluster_refuses_pool_settings_it_cannot_honour() -> None:
