@@ -223,6 +223,7 @@ class OutboxWorker:
         # entries are in our pending list already: whenever own pending is read instead, they
         # come with it, in stream order, so dropping this list never loses one.
         self._prefetched: list[tuple[bytes, dict[bytes, bytes] | None]] = []
+        self._block_ms = READ_BLOCK_MS  # how long the read that follows an acknowledgement may wait
         self._claim_all = True  # on taking the lease: every pending entry of the group becomes ours
         self._next_gauges = 0.0
         self.durability = durability or Durability.named("memory")
@@ -272,6 +273,7 @@ class OutboxWorker:
             raise
 
     def _step(self, block_ms: int) -> int:
+        self._block_ms = block_ms
         if not self.has_lease and not self.try_lease():
             return 0
         if time.monotonic() < self.retry_at:
@@ -358,7 +360,9 @@ class OutboxWorker:
 
     def _acknowledge(self, deliveries: list[Delivery], retried: bool) -> None:
         """XACK + XDEL (+ HDEL of attempt counters) in one MULTI; on a standalone or Sentinel
-        datastore the next batch is read in the same round trip (one round trip a batch fewer)."""
+        datastore the next batch is read in the same round trip, waiting for it as the loop's
+        own read does (one round trip a batch fewer: at a low rate, the read that would come
+        back empty and the blocking read after it are one)."""
         ids = [d.stream_id for d in deliveries]
         acks: list[tuple[Any, ...]] = [("XACK", self.keys.events, GROUP, *ids), ("XDEL", self.keys.events, *ids)]
         if retried or self._attempt:  # attempt counters exist only for entries delivered before
@@ -366,7 +370,7 @@ class OutboxWorker:
         if is_cluster(self.client) or self._own_pending:
             round_trip(self.client, acks, transaction=True)
             return
-        read = read_group_command(GROUP, self.consumer, self.keys.events, ">", self.read_count)
+        read = read_group_command(GROUP, self.consumer, self.keys.events, ">", self.read_count, self._block_ms)
         *queued, result, entries = round_trip(self.client, [("MULTI",), *acks, ("EXEC",), read])
         if not isinstance(result, list):  # the acknowledgement failed; what was read is pending: read again
             self._own_pending = True
