@@ -188,7 +188,7 @@ def main() -> None:
               f"{amqp['p99_ms']:8.2f} {amqp['answered']:>5}/{amqp['paced']}")
     else:
         print("(RabbitMQ row skipped: no broker at 127.0.0.1:5672 or no rabbitmqctl)")
-    print(f"{'fixgw at ' + format(mid_rate, '.0f') + '/s, half its throughput (latency only)':44} {'':>9} "
+    print(f"{'fixgw at ' + format(mid_rate, '.0f') + '/s (half its throughput)':44} {'':>9} "
           f"{mid['p50_ms']:8.2f} {mid['p99_ms']:8.2f} {mid['answered']:>5}/{mid['paced']}")
     print(f"{'fixgw at ' + format(args.low_rate, '.0f') + '/s (latency only)':44} {'':>9} {low['p50_ms']:8.2f} "
           f"{low['p99_ms']:8.2f} {low['answered']:>5}/{low['paced']}")
