@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from contextlib import ExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -26,7 +25,7 @@ from matching.config import Durability  # noqa: E402
 from matching.contracts import DealExecuted, Event, OrderState, OrderType, Side, TimeInForce  # noqa: E402
 from matching.keys import PartitionKeys  # noqa: E402
 from matching.outbox import GROUP, OutboxWorker, RedisStreamsPublisher  # noqa: E402
-from sessionstore.connection import connect, own_connection  # noqa: E402
+from sessionstore.connection import connect, own_connection, own_connections  # noqa: E402
 from sessionstore.embedded import _wait, standalone  # noqa: E402
 from sessionstore.settings import RedisEndpoint  # noqa: E402
 from tests.flows import TEST_INSTRUMENTS, random_flow  # noqa: E402
@@ -97,12 +96,9 @@ def outbox_rate(url: str, target_url: str, n: int) -> float:
 def drain_rate(w: OutboxWorker, n: int) -> float:
     """Events per second while ``w`` publishes the ``n`` events waiting in its stream."""
     w.ensure_group()
-    targets = [w.client] + ([w.publisher.client] if isinstance(w.publisher, RedisStreamsPublisher) else [])
     started = time.perf_counter()
     done = 0
-    with ExitStack() as owned:  # as OutboxWorker.run holds them
-        for client in targets:
-            owned.enter_context(own_connection(client))
+    with own_connections(w.datastores()):  # as OutboxWorker.run holds them
         while done < n:
             done += w.step(block_ms=100)
     return n / (time.perf_counter() - started)

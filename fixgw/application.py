@@ -161,7 +161,7 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         # order, and no session waits for another's round trip.
         self._persist_locks = {cfg.key(namespace): threading.Lock() for cfg in sessions.values()}
         self.intake = Intake(fatal, lambda key, target: metrics.target_seq.labels(str(key)).set(target), self.deliver,
-                             clients=list({id(s.client): s.client for s in stores.values()}.values()))
+                             clients=[s.client for s in stores.values()])
         # Held by any thread but a session's own while it calls into that session, so the
         # restore after a refused Logon never runs beside a dispatcher send.
         self._send_locks = {text: threading.Lock() for text in sessions}

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from contextlib import ExitStack
 from typing import Any
 
 import quickfix as fix
@@ -23,7 +22,7 @@ from redis.exceptions import RedisError
 from matching.contracts import ContractError, DealExecuted, Event, EventType, parse_event
 from matching.storage import ensure_group, read_group_command, read_groups_entries, trim_acknowledged
 from sessionstore import GatewayKey, OrderIndex, SessionKey, StoreError
-from sessionstore.connection import RedisClient, is_cluster, own_connection, round_trip, text
+from sessionstore.connection import RedisClient, is_cluster, own_connections, round_trip, text
 from sessionstore.store import NO_INDEX
 
 from . import translation as tr
@@ -61,9 +60,8 @@ class Dispatcher(threading.Thread):
     def run(self) -> None:
         for stream in self.streams:
             ensure_group(self.client, stream, GROUP)
-        with ExitStack() as owned:  # the datastores it reads and commits to: a connection of its own each
-            for client in {id(c): c for c in [self.client, *(s.client for s in self.gateway.stores.values())]}.values():
-                owned.enter_context(own_connection(client))
+        # the datastores it reads and commits to: a connection of its own to each
+        with own_connections([self.client, *(s.client for s in self.gateway.stores.values())]):
             self._cycles()
 
     def _read(self, to_ack: list[tuple[str, list[bytes]]], read_from: str, block_ms: int | None

@@ -27,13 +27,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import quickfix as fix
 
 from sessionstore import SessionKey, SessionStore, StoreError
-from sessionstore.connection import RedisClient, own_connection
+from sessionstore.connection import RedisClient, own_connections
 
 log = logging.getLogger("fixgw.intake")
 
@@ -193,9 +193,7 @@ class Intake:
         self.flush()
 
     def _run(self) -> None:
-        with ExitStack() as owned:
-            for client in self._clients:
-                owned.enter_context(own_connection(client))
+        with own_connections(self._clients):
             self._cycles()
 
     def _cycles(self) -> None:

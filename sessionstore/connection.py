@@ -9,8 +9,8 @@ the connection pool. Knows nothing about what the keys mean.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any, cast
 
 import hiredis
@@ -220,6 +220,15 @@ def own_connection(client: RedisClient) -> Iterator[None]:
     finally:
         del owned[id(pool)]
         conn.disconnect()
+
+
+@contextmanager
+def own_connections(clients: Iterable[RedisClient]) -> Iterator[None]:
+    """``own_connection`` to each of ``clients`` for the block (a client named twice is held once)."""
+    with ExitStack() as owned:
+        for client in {id(c): c for c in clients}.values():
+            owned.enter_context(own_connection(client))
+        yield
 
 
 @contextmanager
