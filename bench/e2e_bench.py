@@ -205,7 +205,7 @@ def main() -> None:
     # Paced below saturation, batches are small and each order pays whole cycles (round trips,
     # wake-ups): the CPU an order costs there, without the load generator, shows how far.
     print(f"  paced at {mid_rate:.0f}/s: {mid['cpu_ms']:.2f} ms/order; at {args.low_rate:.0f}/s: "
-          f"{low['cpu_ms']:.2f} ms/order (gateway, Valkey and cells; the figures above include the saturated runs' batching)")
+          f"{low['cpu_ms']:.2f} ms/order (gateway, Valkey and cells; each run's 200-order burst included)")
 
 
 if __name__ == "__main__":

@@ -184,12 +184,12 @@ def standalone_pool(client: RedisClient) -> redis.ConnectionPool:
     return client.connection_pool
 
 
-# A hot loop's own connections, per thread: id(pool) → (pool, connection). See own_connection.
+# A hot loop's own connections, per thread: id(pool) → connection. See own_connection.
 _owned = threading.local()
 
 
-def _owned_by_this_thread() -> dict[int, tuple[redis.ConnectionPool, Any]]:
-    owned: dict[int, tuple[redis.ConnectionPool, Any]] | None = getattr(_owned, "connections", None)
+def _owned_by_this_thread() -> dict[int, Any]:
+    owned: dict[int, Any] | None = getattr(_owned, "connections", None)
     if owned is None:
         owned = _owned.connections = {}
     return owned
@@ -200,7 +200,7 @@ def own_connection(client: RedisClient) -> Iterator[None]:
     """Inside the block, the calling thread's packed exchanges with ``client`` (``round_trip``,
     ``checked_out``, the session store's writes, the cell's reads and commits) go over one
     connection of its own instead of a pool checkout each: redis-py 8's checkout and return
-    (a readiness poll, observability counters) cost ~60 µs a round trip, more than the round
+    (a readiness poll, observability counters) cost ~70 µs a round trip, more than the round
     trip itself on loopback. For the loops that run for the life of a process: the intake,
     the dispatcher, the conductor, the outbox. The connection is opened on first use with the
     pool's own settings (TLS, credentials, the Sentinel's current primary), outside the pool's
@@ -214,7 +214,7 @@ def own_connection(client: RedisClient) -> Iterator[None]:
         yield  # already held by an enclosing block
         return
     conn = pool.connection_class(**pool.connection_kwargs)
-    owned[id(pool)] = (pool, conn)
+    owned[id(pool)] = conn
     try:
         yield
     finally:
@@ -238,7 +238,7 @@ def checked_out(client: RedisClient) -> Iterator[Any]:
     exchange starts on a clean socket, never behind an unread reply."""
     pool = standalone_pool(client)
     held = _owned_by_this_thread().get(id(pool))
-    conn = held[1] if held is not None else pool.get_connection()
+    conn = held if held is not None else pool.get_connection()
     try:
         if held is not None:
             # (Re)connect through the connection's own connect(): a no-op when connected, and the

@@ -186,6 +186,7 @@ class SessionStore:
             calls = [*calls, ("WAIT", self.replica_acks, self.replica_timeout_ms)]
         with checked_out(self.client) as conn:
             def round_trip(todo: list[Call]) -> list[Any]:
+                conn.connect()  # after a retry's disconnect: through Sentinel again, to the primary now
                 conn.send_packed_command([b"".join(hiredis.pack_command(cast(Any, c)) for c in todo)],
                                          check_health=False)  # (hiredis's stub types the argument as a 1-tuple)
                 return read_replies(conn, len(todo))  # an error reply is kept in place: in step
