@@ -23,6 +23,29 @@ COLUMNS = [("session", None), ("type", 35), ("ExecType", 150), ("OrdStatus", 39)
            ("LeavesQty", 151), ("AvgPx", 6), ("ExecID", 17), ("Text", 58)]
 
 
+def initiator_settings(path: Path, host: str, port: int, sid: fix.SessionID, store: Path,
+                       reset_on_logon: bool = False) -> fix.SessionSettings:
+    """QuickFIX settings for one initiator session (written to ``path``, where QuickFIX reads
+    them): the demo's clients and the tests' clients connect the same way."""
+    path.write_text(f"""[DEFAULT]
+ConnectionType=initiator
+SocketConnectHost={host}
+SocketConnectPort={port}
+FileStorePath={store}
+StartTime=00:00:00
+EndTime=00:00:00
+HeartBtInt=30
+ReconnectInterval=1
+ResetOnLogon={'Y' if reset_on_logon else 'N'}
+UseDataDictionary=N
+[SESSION]
+BeginString={sid.getBeginString().getValue()}
+SenderCompID={sid.getSenderCompID().getValue()}
+TargetCompID={sid.getTargetCompID().getValue()}
+""")
+    return fix.SessionSettings(str(path))
+
+
 class DemoClient(fix.Application):
     """One initiator session that records the ExecutionReports it receives."""
 
@@ -34,24 +57,8 @@ class DemoClient(fix.Application):
         self.reports: list[dict[int, str]] = []
         self.cond = threading.Condition()
         self.logged_on = False
-        cfg = directory / f"{sender}.cfg"
-        cfg.write_text(f"""[DEFAULT]
-ConnectionType=initiator
-SocketConnectHost={host}
-SocketConnectPort={port}
-FileStorePath={directory / sender}
-StartTime=00:00:00
-EndTime=00:00:00
-HeartBtInt=30
-ReconnectInterval=1
-ResetOnLogon={'Y' if reset_on_logon else 'N'}
-UseDataDictionary=N
-[SESSION]
-BeginString={begin}
-SenderCompID={sender}
-TargetCompID={target}
-""")
-        settings = fix.SessionSettings(str(cfg))
+        settings = initiator_settings(directory / f"{sender}.cfg", host, port, self.sid, directory / sender,
+                                      reset_on_logon)
         self.initiator = fix.SocketInitiator(self, fix.FileStoreFactory(settings), settings)
 
     def onCreate(self, sid: Any) -> None:  # noqa: N802

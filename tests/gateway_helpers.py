@@ -15,6 +15,7 @@ from typing import Any
 
 import quickfix as fix
 
+from fixgw.demo import initiator_settings
 from sessionstore.embedded import free_port
 from tools.fixat import SOH, RawSession
 
@@ -151,23 +152,8 @@ class FixClient(fix.Application):  # type: ignore[misc]
         self.logons = 0
         self.logouts = 0
         self._cond = threading.Condition()
-        cfg = tmp / f"client-{sender}.cfg"
-        cfg.write_text(f"""[DEFAULT]
-ConnectionType=initiator
-SocketConnectHost=127.0.0.1
-SocketConnectPort={port}
-FileStorePath={tmp / ('client-store-' + sender)}
-StartTime=00:00:00
-EndTime=00:00:00
-HeartBtInt=30
-ReconnectInterval=1
-UseDataDictionary=N
-[SESSION]
-BeginString={begin}
-SenderCompID={sender}
-TargetCompID={target}
-""")
-        self.settings = fix.SessionSettings(str(cfg))
+        self.settings = initiator_settings(tmp / f"client-{sender}.cfg", "127.0.0.1", port, self.sid,
+                                           tmp / ("client-store-" + sender))
         self.initiator = fix.SocketInitiator(self, fix.FileStoreFactory(self.settings), self.settings)
 
     # callbacks
