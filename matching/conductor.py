@@ -33,11 +33,21 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, Protocol, cast
 
+import hiredis
 from redis.exceptions import RedisError, ResponseError
 
-from sessionstore.connection import RedisClient, is_cluster, own_connection, round_trip, text
+from sessionstore.connection import (
+    RedisClient,
+    checked_out,
+    is_cluster,
+    own_connection,
+    read_replies,
+    round_trip,
+    text,
+)
 from sessionstore.lease import Lease
 
 from .config import LEASE_TTL_MS, Durability
@@ -64,7 +74,9 @@ from .storage import (
     StreamClock,
     commit_commands,
     commit_fenced,
+    commit_watched,
     ensure_group,
+    fenced_read,
     partition_command,
     read_group,
     rebuild_cell,
@@ -405,13 +417,33 @@ class Conductor:
         return commands, dead
 
     def _process(self, entries: list[tuple[bytes, dict[bytes, bytes] | None]]) -> None:
+        if is_cluster(self.client):
+            self._process_on(None, entries)
+            return
+        # One connection for the batch: the fence's WATCH, taken with the dedup reads, must be
+        # on the connection that sends the EXEC.
+        with checked_out(self.client) as conn:
+            self._process_on(conn, entries)
+
+    def _process_on(self, conn: Any, entries: list[tuple[bytes, dict[bytes, bytes] | None]]) -> None:
         assert self.cell is not None
         commands, dead = self._parse(entries)
         places = [c for c in commands if isinstance(c, PlaceOrder)]
-        # Steps 3 and 4: the dedup reads happen before the transaction, in one round trip.
+        # Steps 3 and 4: the dedup reads happen before the transaction, in one round trip —
+        # with the lease's WATCH and check (standalone, Sentinel), so the commit is one more.
         lookups = [self.keys.processed_command(c.command_id) for c in commands]
         lookups += [self.keys.accepted_order(c.order.order_id) for c in places]
-        replies = self._read_many(lookups) if lookups else []
+        if conn is not None:
+            try:
+                read = fenced_read(conn, self.keys, self.token, *([("MGET", *lookups)] if lookups else []))
+            except FencedOut as exc:
+                self._lose(str(exc))
+                raise LeaseLost(f"partition {self.partition}: {exc}") from None
+            replies = read[0] if lookups else []
+            if isinstance(replies, Exception):
+                raise replies
+        else:
+            replies = self._read_many(lookups) if lookups else []
         processed = dict(zip((c.command_id for c in commands), replies[: len(commands)]))
         accepted_by = dict(zip((c.order.order_id for c in places), replies[len(commands):]))
         self._point("after-reads")
@@ -457,18 +489,20 @@ class Conductor:
         # stays pending and is read again before anything new: nothing new is matched until the
         # datastore confirms what came before. A broker source acknowledges after, below.
         in_tx = self.source is None and self.durability.is_memory
-        acked = self._commit(staged, dead, [entry_id for entry_id, _ in entries] if in_tx else [])
+        acked = self._commit(conn, staged, dead, [entry_id for entry_id, _ in entries] if in_tx else [])
         self._point("after-durability")
         if not acked and self.source is None:  # acknowledged now that the batch is durable
-            self.client.xack(self.keys.commands, GROUP, *[entry_id for entry_id, _ in entries])
+            self._on_commit_connection(conn, "XACK", self.keys.commands, GROUP, *[entry_id for entry_id, _ in entries])
         for cmd in commands:
             self._poison.pop(cmd.command_id, None)  # recorded as processed now: never seen again
 
-    def _on_commit_connection(self, *command: Any) -> Any:
-        """One command on the connection the commits go over (WAITAOF covers that client's writes)."""
-        if is_cluster(self.client):
+    def _on_commit_connection(self, conn: Any, *command: Any) -> Any:
+        """One command on the connection the commits go over (WAITAOF covers that client's
+        writes): the batch's own ``conn``, or the cluster's node of the partition (None)."""
+        if conn is None:
             return partition_command(self.client, self.keys, *command)
-        [reply] = round_trip(self.client, [command])
+        conn.send_packed_command([hiredis.pack_command(command)], check_health=False)
+        [reply] = read_replies(conn, 1)
         if isinstance(reply, Exception):
             raise reply
         return reply
@@ -493,9 +527,11 @@ class Conductor:
             log.exception("partition %d: the cell failed on command %s", self.partition, cmd.command_id)
             raise PoisonCommand(f"command {cmd.command_id} failed: {type(exc).__name__}: {exc}") from exc
 
-    def _commit(self, staged: list[StagedCommand], dead: list[DeadCommand], entry_ids: list[bytes]) -> bool:
+    def _commit(self, conn: Any, staged: list[StagedCommand], dead: list[DeadCommand], entry_ids: list[bytes]
+                ) -> bool:
         """Step 8 and the durability wait: one MULTI/EXEC for the batch, fenced, acknowledging
-        its entries, then WAITAOF. Returns whether the entries were acknowledged."""
+        its entries, then WAITAOF. Returns whether the entries were acknowledged. ``conn``: the
+        connection ``fenced_read`` left watching the lease (None: a cluster, fenced here)."""
         assert self.cell is not None
         d = self.durability
         waitaof = None if d.is_memory else (d.local_fsyncs, d.replica_fsyncs, d.timeout_ms)
@@ -503,9 +539,10 @@ class Conductor:
                                    (GROUP, entry_ids)) if staged or dead else []
         try:
             if commands:
-                waited = commit_fenced(self.client, self.keys, self.token, commands, waitaof)
+                waited = commit_fenced(self.client, self.keys, self.token, commands, waitaof) if conn is None \
+                    else commit_watched(conn, commands, waitaof)
             elif waitaof is not None:  # only duplicates: still wait, as seed 000's step 3 does
-                waited = wait_aof(self._on_commit_connection, *waitaof)
+                waited = wait_aof(partial(self._on_commit_connection, conn), *waitaof)
             else:
                 waited = None
         except FencedOut as exc:

@@ -218,32 +218,52 @@ def commit_fenced(client: RedisClient, keys: PartitionKeys, token: str, commands
     connection (a third of redis-py's per-command cost, measured in bench/cell_bench.py);
     a cluster goes through redis-py's cluster pipeline. Errors are raised, never retried
     here: the caller treats an unknown outcome by rebuilding and letting redelivery decide.
+    The conductor splits the two halves (``fenced_read`` before matching, ``commit_watched``
+    after) so that its dedup reads travel with the fence check.
     """
     if is_cluster(client):
         return _commit_cluster(client, keys, token, commands, waitaof)
     with checked_out(client) as conn:
-        conn.send_packed_command([pack("WATCH", keys.conductor_lease), pack("GET", keys.conductor_lease)])
-        conn.read_response()
-        holder = conn.read_response()
-        if holder is None or holder.decode() != token:
-            conn.send_command("UNWATCH")
-            conn.read_response()
-            raise FencedOut(f"lease held by {holder!r}")
-        parts = [pack("MULTI")]
-        parts += [hiredis.pack_command(c) for c in commands]  # str, bytes and int arguments as they are
-        parts.append(pack("EXEC"))
-        conn.send_packed_command([b"".join(parts)])
-        # +OK for MULTI, +QUEUED for each command, then EXEC's reply (an EXECABORT error
-        # when a command was refused while queueing)
-        *queued, result = read_replies(conn, len(commands) + 2)
-        queued_errors = [r for r in queued if isinstance(r, ResponseError)]
-        waited = None
-        if waitaof is not None and isinstance(result, list):
-            def on_conn(*args: Any) -> Any:
-                conn.send_command(*args)
-                return conn.read_response()
+        fenced_read(conn, keys, token)
+        return commit_watched(conn, commands, waitaof)
 
-            waited = wait_aof(on_conn, *waitaof)
+
+def fenced_read(conn: Any, keys: PartitionKeys, token: str, *reads: tuple[Any, ...]) -> list[Any]:
+    """One round trip on ``conn`` (standalone or Sentinel): WATCH the lease, check it is ours,
+    and ``reads`` (their replies, error replies in place). Raises FencedOut, unwatched, when the
+    lease is not ours. The WATCH stays on ``conn`` for ``commit_watched``: anything that changes
+    the lease in between (a successor's takeover) makes that EXEC fail. The holder must not
+    renew its own lease in between (the conductor renews at the top of its loop); an UNWATCH
+    first clears what an earlier read left watched without a commit after it."""
+    calls = [("UNWATCH",), ("WATCH", keys.conductor_lease), ("GET", keys.conductor_lease), *reads]
+    conn.send_packed_command([b"".join(hiredis.pack_command(c) for c in calls)], check_health=False)
+    _, _, holder, *replies = read_replies(conn, len(calls))
+    if holder is None or isinstance(holder, Exception) or holder.decode() != token:
+        conn.send_command("UNWATCH")
+        conn.read_response()
+        raise FencedOut(f"lease held by {holder!r}")
+    return replies
+
+
+def commit_watched(conn: Any, commands: list[tuple[Any, ...]], waitaof: tuple[int, int, int] | None
+                   ) -> tuple[int, int] | None:
+    """MULTI/commands/EXEC on ``conn``, which ``fenced_read`` left watching the lease, then
+    WAITAOF when asked. Returns WAITAOF's (local, replicas), or None."""
+    parts = [pack("MULTI")]
+    parts += [hiredis.pack_command(c) for c in commands]  # str, bytes and int arguments as they are
+    parts.append(pack("EXEC"))
+    conn.send_packed_command([b"".join(parts)], check_health=False)
+    # +OK for MULTI, +QUEUED for each command, then EXEC's reply (an EXECABORT error
+    # when a command was refused while queueing)
+    *queued, result = read_replies(conn, len(commands) + 2)
+    queued_errors = [r for r in queued if isinstance(r, ResponseError)]
+    waited = None
+    if waitaof is not None and isinstance(result, list):
+        def on_conn(*args: Any) -> Any:
+            conn.send_command(*args)
+            return conn.read_response()
+
+        waited = wait_aof(on_conn, *waitaof)
     if isinstance(result, Exception):
         raise ResponseError(f"transaction aborted: {result}; queued errors: {queued_errors[:1]}")
     if result is None:

@@ -160,6 +160,47 @@ def test_a_second_conductor_stays_idle_and_a_stalled_one_is_fenced(valkey: Valke
     run_until_idle(b)
 
 
+def test_a_takeover_while_a_batch_is_matched_fences_its_commit(valkey: ValkeyProcess) -> None:
+    """The lease is checked (and WATCHed) with the batch's dedup reads, before matching: a
+    successor taking the lease between that read and the commit makes the commit fail, and
+    nothing of the batch is written."""
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    other = cell_client(RedisEndpoint(url=valkey.url))  # (the conductor holds client's one connection)
+    successor = conductor(other, lease_ttl_ms=400)
+
+    def take_over(point: str) -> None:
+        if point == "after-reads":
+            other.delete(KEYS.conductor_lease)  # as if it expired while the batch was matched
+            assert successor.try_lease()
+
+    a = conductor(client, fault=take_over)
+    submit_all(client, p0_flow(5, 10))
+    with pytest.raises(LeaseLost):
+        a.step(block_ms=10)
+    assert not a.has_lease
+    assert client.xlen(KEYS.events) == 0 and not client.keys(KEYS.processed_command("*"))
+    assert run_until_idle(successor) > 0  # the successor processes the whole batch
+    assert client.xlen(KEYS.events) > 0
+
+
+def test_a_batch_without_a_commit_leaves_no_watch_behind(valkey: ValkeyProcess) -> None:
+    """A batch of duplicates only commits nothing, so its WATCH on the lease is left on the
+    connection; the holder's own renewal then touches the lease. The next batch must still
+    commit (the fenced read starts with UNWATCH), not take the renewal for a takeover."""
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    c = conductor(client)
+    first = PlaceOrder("cmd-1", 0, 0, OrderPayload("o-1", Side.SELL, OrderType.LIMIT, 5, 200))
+    submit_all(client, [first])
+    assert run_until_idle(c) == 1
+    submit_all(client, [first])  # redelivered: a duplicate, nothing to commit
+    assert run_until_idle(c) == 1
+    assert c.lease.renew()  # PEXPIRE on the lease key: a WATCH still set would now fail the EXEC
+    submit_all(client, [PlaceOrder("cmd-2", 0, 0, OrderPayload("o-2", Side.SELL, OrderType.LIMIT, 5, 201))])
+    assert run_until_idle(c) == 1
+    assert c.has_lease
+    assert client.get(KEYS.processed_command("cmd-2")) is not None
+
+
 def test_orphan_index_member_is_logged_and_skipped(valkey: ValkeyProcess, caplog: pytest.LogCaptureFixture) -> None:
     client = cell_client(RedisEndpoint(url=valkey.url))
     c = conductor(client)
