@@ -20,7 +20,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 # The fast tier while editing: pure logic, no servers or processes (seconds). `make test` runs everything.
-UNIT := tests/test_codec.py tests/test_contracts.py tests/test_domain.py tests/test_fixmsg.py tests/test_inputs.py tests/test_translation.py tests/test_settings.py
+UNIT := tests/test_codec.py tests/test_contracts.py tests/test_domain.py tests/test_fixmsg.py tests/test_inputs.py tests/test_open_views.py tests/test_translation.py tests/test_settings.py
 unit: lint
 	$(VENV)/bin/python -m pytest -q $(UNIT)
 

@@ -192,12 +192,13 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         log.error("%s: %s failed: %s: %s", self._name(sid), where, type(exc).__name__, exc, exc_info=exc)
         self.metrics.callback_errors.labels(self._name(sid), where).inc()
 
-    def deliver(self, sid: fix.SessionID, deliveries: list[Delivery]) -> None:
+    def deliver(self, sid: fix.SessionID, deliveries: list[Delivery]) -> list[Delivery]:
         """Group commit, then send (DESIGN §7): every message of the batch, its inbox entry and
         its order view are committed in one script under the numbers QuickFIX will give them,
         then sent; ``toApp`` only checks each one is what was committed. A delivery already in
         the session's inbox (sent before a crash) is dropped. If QuickFIX gives a number to a
         message of its own meanwhile, the rest fall back to one commit each (``_persist``).
+        Returns the deliveries it stored and sent (not those found delivered already).
         Raises StoreError when a message could not be stored: its entry is then retried."""
         text = sid.toString()
         cfg, key, store = self._session(sid)
@@ -232,7 +233,7 @@ class GatewayApplication(fix.Application):  # a SWIG director base
             if pending and CRASH_AFTER_BATCH_COMMIT == str(key):  # fault tests: dead between commit and send
                 die(f"FIXGW_TEST_CRASH_AFTER_BATCH_COMMIT={key}", 9)
             if not pending:
-                return
+                return []
             self._delivery_failed.discard(text)
             try:
                 for d in pending:
@@ -245,6 +246,7 @@ class GatewayApplication(fix.Application):  # a SWIG director base
             self._sent_marks[key] = [d.seq for d in pending if d.seq]
             if text in self._delivery_failed:
                 raise StoreError(f"{key}: a delivery was not stored; its entry is retried")
+            return pending
 
     def _message_from(self, text: str) -> fix.Message:
         """A message holding ``text``: one per sending thread, refilled for each delivery.

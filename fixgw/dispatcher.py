@@ -19,7 +19,7 @@ from typing import Any
 import quickfix as fix
 from redis.exceptions import RedisError
 
-from matching.contracts import ContractError, DealExecuted, Event, EventType, parse_event
+from matching.contracts import ContractError, DealExecuted, Event, EventType, OrderAccepted, parse_event
 from matching.storage import ensure_group, read_group_command, read_groups_entries, trim_acknowledged
 from sessionstore import GatewayKey, OrderIndex, SessionKey, StoreError
 from sessionstore.connection import RedisClient, is_cluster, own_connections, round_trip, text
@@ -36,6 +36,51 @@ GROUP = "fixgw-dispatcher"
 CONSUMER = "dispatcher"  # one active dispatcher per gateway (the lock holder)
 CLOSED_STATUSES = frozenset("2348C")  # OrdStatus: filled, done for day, canceled, rejected, expired
 RETENTION_LIMIT, RETENTION_PASSES = 1000, 20  # per session and pass: bounded work, the rest next time
+OPEN_VIEWS_CACHED = 100_000  # open orders' views kept in memory (oldest dropped first): ~1 KB each
+
+
+class OpenViews:
+    """The views this process committed last, of orders still open, by (session, order id).
+
+    The dispatcher is the only writer of order views and the process ends when it loses a
+    lock, so these are what Redis holds, and a batch's events need no read for them. Closed
+    orders' views are read from Redis (retention removes them there: the cache never serves one
+    that is gone), and so is any order whose last commit is in doubt. At most ``limit``
+    entries, the least recently committed dropped first.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._views: dict[tuple[str, str], tr.OrderView] = {}
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    def get(self, session: str, order_id: str) -> tr.OrderView | None:
+        return self._views.get((session, order_id))
+
+    def committed(self, session: str, deliveries: list[Delivery], sent: list[Delivery],
+                  views: dict[int, tr.OrderView | None]) -> None:
+        """After a session's group commit: ``sent`` were stored with ``views[id(delivery)]``;
+        the others were found delivered before (stored by an earlier attempt, perhaps with
+        another view), so their orders are read next time."""
+        stored = {id(d) for d in sent}
+        cache = self._views
+        for d in deliveries:
+            if not d.order_id:
+                continue
+            slot = (session, d.order_id)
+            cache.pop(slot, None)  # re-inserted last: the oldest entries are the first dropped
+            view = views.get(id(d))
+            if id(d) in stored and view is not None and view.status not in CLOSED_STATUSES:
+                cache[slot] = view
+        while len(cache) > self.limit:
+            del cache[next(iter(cache))]
+
+    def forget(self, session: str, deliveries: list[Delivery]) -> None:
+        """A commit that failed (or may have landed): its orders are read next time."""
+        for d in deliveries:
+            self._views.pop((session, d.order_id), None)
 
 
 class Dispatcher(threading.Thread):
@@ -48,6 +93,7 @@ class Dispatcher(threading.Thread):
         self.stop = threading.Event()
         self._last_offset: dict[tuple[str, int], tuple[int, int]] = {}  # (inbox kind, partition) → offset
         self._next_retention = 0.0
+        self._open_views = OpenViews(OPEN_VIEWS_CACHED)
         self.client: RedisClient = gateway.client
         self.batch = gateway.store_settings.dispatchBatchSize
         ns = gateway.namespace
@@ -166,6 +212,7 @@ class Dispatcher(threading.Thread):
             routed += [(cfg, event, roles) for cfg, roles in self.targets(kind, event)]
         views = self._views(routed)
         per_session: dict[str, list[Delivery]] = {}
+        committed_views: dict[int, tr.OrderView | None] = {}  # by id(Delivery): the view it commits
         table = self.behaviour.table
         for cfg, event, roles in routed:
             key = str(cfg.key(self.gateway.namespace))
@@ -175,11 +222,17 @@ class Dispatcher(threading.Thread):
                     views[(key, out.order_id)] = out.view  # the next event of this order sees it
                 view_json = out.view.to_json() if out.view is not None else ""
                 text = body_text(out.msg_type, out.fields)
-                per_session.setdefault(key, []).append(Delivery(text, out.msg_type, out.inbox_id,
-                                                                out.order_id, view_json,
-                                                                index=self._index(out.view, cfg.kind == "dc")))
+                delivery = Delivery(text, out.msg_type, out.inbox_id, out.order_id, view_json,
+                                    index=self._index(out.view, cfg.kind == "dc"))
+                per_session.setdefault(key, []).append(delivery)
+                committed_views[id(delivery)] = out.view
         for key, deliveries in per_session.items():
-            self.gateway.application.deliver(self.session_ids[key], deliveries)
+            try:
+                sent = self.gateway.application.deliver(self.session_ids[key], deliveries)
+            except BaseException:
+                self._open_views.forget(key, deliveries)  # the commit may or may not have landed
+                raise
+            self._open_views.committed(key, deliveries, sent, committed_views)
 
     def _index(self, view: tr.OrderView | None, drop_copy: bool) -> OrderIndex:
         """How the order's ClOrdID records and retention follow this message (``OrderIndex``).
@@ -195,16 +248,31 @@ class Dispatcher(threading.Thread):
 
     def _views(self, routed: list[tuple[SessionConfig, Event, tuple[str, ...]]]
                ) -> dict[tuple[str, str], tr.OrderView | None]:
-        """Each session's last view of every order the batch concerns: one read per session."""
+        """Each session's last view of every order the batch concerns: one read per session,
+        for the views neither in ``OpenViews`` nor known not to exist. An order's first event is
+        its acceptance, and its first view is what the dispatcher commits for it: nothing to read.
+        (An acceptance delivered again is found in the session's inbox and dropped, whatever it
+        was built from.)"""
         wanted: dict[str, tuple[SessionConfig, set[str]]] = {}
         for cfg, event, roles in routed:
-            wanted.setdefault(str(cfg.key(self.gateway.namespace)), (cfg, set()))[1].update(order_ids(event, roles))
+            ids = wanted.setdefault(str(cfg.key(self.gateway.namespace)), (cfg, set()))[1]
+            if not isinstance(event.payload, OrderAccepted):
+                ids.update(order_ids(event, roles))
         views: dict[tuple[str, str], tr.OrderView | None] = {}
         by_store: dict[int, tuple[Any, list[tuple[str, SessionKey, list[str]]]]] = {}
         for key, (cfg, ids) in wanted.items():  # the sessions of one datastore: one round trip
+            missing = []
+            for oid in sorted(ids):
+                view = self._open_views.get(key, oid)
+                if view is None:
+                    missing.append(oid)
+                else:
+                    views[(key, oid)] = view
+            if not missing:
+                continue
             store = self.gateway.stores[cfg.kind]
             by_store.setdefault(id(store.client), (store, []))[1].append((key, cfg.key(self.gateway.namespace),
-                                                                           sorted(ids)))
+                                                                           missing))
         for store, sessions in by_store.values():
             replies = store.order_views_of([(session, ordered) for _, session, ordered in sessions])
             for (key, _, ordered), raw in zip(sessions, replies):

@@ -64,7 +64,7 @@ class Work(Protocol):
 
 class Intake:
     def __init__(self, fatal: Callable[[str], None], on_written: Callable[[SessionKey, int], None],
-                 deliver: Callable[[fix.SessionID, list[Any]], None], clients: Sequence[RedisClient] = ()) -> None:
+                 deliver: Callable[[fix.SessionID, list[Any]], object], clients: Sequence[RedisClient] = ()) -> None:
         self._fatal = fatal
         self._clients = clients  # the datastores it writes: a connection of its own to each
         self._on_written = on_written
