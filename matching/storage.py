@@ -38,6 +38,30 @@ def encode_order(o: Order) -> dict[str, str]:
     }
 
 
+def order_fields(o: Order) -> list[str]:
+    """``encode_order`` as HSET arguments: field, value, field, value, ..."""
+    return [x for kv in encode_order(o).items() for x in kv]
+
+
+# The stored fields an order's state can change in (``encode_order``'s names), by attribute.
+_CHANGING = (("price", "price"), ("quantity", "quantity"), ("remaining", "remaining"), ("priority", "priority"),
+             ("clientOrderId", "client_order_id"), ("filledNotional", "filled_notional"))
+_FIXED = ("order_id", "pair_id", "side", "order_type", "time_in_force", "post_only", "account", "owner")
+
+
+def changed_order_fields(before: Order, after: Order) -> list[str]:
+    """HSET arguments for what changed from ``before`` to ``after`` (a fill, a replace);
+    compared on the attributes, so an unchanged order costs no encoding."""
+    if any(getattr(before, a) != getattr(after, a) for a in _FIXED):
+        old, new = encode_order(before), encode_order(after)  # not a state change the domain makes
+        return [x for k, v in new.items() if old[k] != v for x in (k, v)]
+    changed = [name for name, attr in _CHANGING if getattr(before, attr) != getattr(after, attr)]
+    if not changed:
+        return []
+    encoded = encode_order(after)
+    return [x for name in changed for x in (name, encoded[name])]
+
+
 def decode_order(raw: dict[bytes, bytes]) -> Order:
     d = {k.decode(): v.decode() for k, v in raw.items()}
     return Order(
@@ -108,28 +132,45 @@ def commit_commands(keys: PartitionKeys, staged: list[StagedCommand], next_prior
                     *[x for kv in d.fields.items() for x in kv]))
         if d.refusal is not None:
             out.append(("XADD", keys.events, d.refusal[0], "event", d.refusal[1].encode()))
-    records: list[str | bytes] = []  # processed-command and accepted-order records: one MSET
+    # Each order's writes are coalesced over the batch: from its state before the batch to its
+    # state after it (one HSET of what changed, one book move); an order that came and went
+    # within the batch (a taker filled, an IOC's remainder) writes nothing but its events.
+    first: dict[str, Order | None] = {}  # order id → its state before the batch
+    last: dict[str, Order | None] = {}  # order id → its state after it
     for cmd in staged:
         for change in cmd.changes:
-            before, after = change.before, change.after
-            moved = before is not None and (after is None or (before.price, before.priority) != (after.price, after.priority))
-            if before is not None and moved:
-                out.append(("ZREM", keys.book(before.pair_id, before.side), book_member(before.priority, before.order_id)))
-            if after is None:
-                if before is not None:
-                    out.append(("DEL", keys.order(before.order_id)))
-                continue
-            fields = encode_order(after)
-            if before is not None:  # a fill or a replace: write only what changed
-                old = encode_order(before)
-                fields = {k: v for k, v in fields.items() if old[k] != v}
-            if fields:
-                out.append(("HSET", keys.order(after.order_id), *[x for kv in fields.items() for x in kv]))
-            if before is None or moved:
-                out.append(("ZADD", keys.book(after.pair_id, after.side), after.price,
-                            book_member(after.priority, after.order_id)))
+            oid = (change.after or change.before).order_id  # type: ignore[union-attr]
+            if oid not in first:
+                first[oid] = change.before
+            last[oid] = change.after
+    removed: dict[str, list[str]] = {}  # book key → members leaving it
+    added: dict[str, list[Any]] = {}  # book key → score, member, ...
+    gone: list[str] = []  # order keys
+    for oid, before in first.items():
+        after = last[oid]
+        moved = before is not None and (after is None or (before.price, before.priority) != (after.price, after.priority))
+        if before is not None and moved:
+            removed.setdefault(keys.book(before.pair_id, before.side), []).append(
+                book_member(before.priority, before.order_id))
+        if after is None:
+            if before is not None:
+                gone.append(keys.order(oid))
+            continue
+        fields = order_fields(after) if before is None else changed_order_fields(before, after)
+        if fields:
+            out.append(("HSET", keys.order(oid), *fields))
+        if before is None or moved:
+            added.setdefault(keys.book(after.pair_id, after.side), []).extend(
+                (after.price, book_member(after.priority, oid)))
+    out += [("ZREM", book, *members) for book, members in removed.items()]
+    out += [("ZADD", book, *scored) for book, scored in added.items()]
+    if gone:
+        out.append(("DEL", *gone))
+    records: list[str | bytes] = []  # processed-command and accepted-order records: one MSET
+    events_key = keys.events
+    for cmd in staged:
         for stream_id, event in cmd.events:
-            out.append(("XADD", keys.events, stream_id, "event", event.encode()))
+            out.append(("XADD", events_key, stream_id, "event", event.encode()))
         if cmd.accepted_order is not None:
             records += [keys.accepted_order(cmd.accepted_order), cmd.command_id]
         records += [keys.processed_command(cmd.command_id), cmd.result.encode()]

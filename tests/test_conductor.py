@@ -13,8 +13,8 @@ from matching.conductor import BootRefused, Conductor, LeaseLost, SimulatedCrash
 from matching.config import Durability
 from matching.contracts import OrderPayload, OrderType, PlaceOrder, Side, parse_command
 from matching.domain import StpMode
-from matching.keys import PartitionKeys
-from matching.storage import commit_commands, decode_order, reconcile, trim_acknowledged
+from matching.keys import PartitionKeys, book_member
+from matching.storage import commit_commands, decode_order, order_fields, reconcile, trim_acknowledged
 from sessionstore.embedded import ValkeyProcess
 from sessionstore.settings import RedisEndpoint
 from tests.cell_helpers import cell_client, conductor, projected, run_until_idle, stream_events, submit_all
@@ -120,6 +120,37 @@ def test_replayed_transaction_changes_nothing(valkey: ValkeyProcess) -> None:
     with pytest.raises(Exception, match="failed inside EXEC"):
         commit_fenced(client, KEYS, c.token, commands, None)  # the XADDs refuse their used ids
     assert (book_state(client), client.xlen(KEYS.events), client.hgetall(KEYS.meta)) == before
+
+
+def test_a_batch_writes_each_order_once_from_its_state_before_to_its_state_after() -> None:
+    """Staging coalesces an order's changes over the batch: one HSET of what changed, one book
+    move; an order that rested and was filled within the batch writes no order record at all."""
+    from matching.domain import Cell
+    from matching.storage import StagedCommand
+
+    cell = Cell(TEST_INSTRUMENTS)
+    resting = PlaceOrder("c1", 0, 0, OrderPayload("bid-old", Side.BUY, OrderType.LIMIT, 10, 200))
+    cell.apply(resting)  # on the book before the batch
+    batch = [PlaceOrder("c2", 0, 0, OrderPayload("ask-1", Side.SELL, OrderType.LIMIT, 3, 200)),  # fills bid-old 3
+             PlaceOrder("c3", 0, 0, OrderPayload("ask-2", Side.SELL, OrderType.LIMIT, 2, 200)),  # fills it 2 more
+             PlaceOrder("c4", 0, 0, OrderPayload("bid-new", Side.BUY, OrderType.LIMIT, 4, 190)),  # rests...
+             PlaceOrder("c5", 0, 0, OrderPayload("ask-3", Side.SELL, OrderType.LIMIT, 9, 190))]  # ...and is filled
+    staged = [StagedCommand(c.command_id, out.result([]), list(out.changes.values()))
+              for c in batch for out in [cell.apply(c)]]
+    # bid-old is filled 3, 2, then its last 5 by ask-3, which then fills bid-new (4): both gone.
+    commands = commit_commands(KEYS, staged, cell.next_priority)
+    writes = [c for c in commands if c[0] != "MSET" and c[1] != KEYS.meta]
+    assert writes == [("ZREM", KEYS.book(0, Side.BUY), book_member(1, "bid-old")), ("DEL", KEYS.order("bid-old"))]
+    # the same batch without its last command: one HSET for bid-old's two fills, bid-new rests
+    commands = commit_commands(KEYS, staged[:3], cell.next_priority)
+    writes = [c for c in commands if c[0] != "MSET" and c[1] != KEYS.meta]
+    assert writes == [("HSET", KEYS.order("bid-old"), "remaining", "5", "filledNotional", "1000"),
+                      ("HSET", KEYS.order("bid-new"), *order_fields(cell_order("bid-new", staged[2]))),
+                      ("ZADD", KEYS.book(0, Side.BUY), 190, book_member(4, "bid-new"))]
+
+
+def cell_order(order_id: str, staged) -> object:  # type: ignore[no-untyped-def]
+    return next(c.after for c in staged.changes if c.after is not None and c.after.order_id == order_id)
 
 
 def test_client_retry_with_new_command_id_and_same_order_id_is_skipped(valkey: ValkeyProcess) -> None:
