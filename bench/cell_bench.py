@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from matching.amqp import AmqpCommandPublisher, AmqpCommandSource, AmqpEventPublisher, AmqpLink  # noqa: E402
 from matching.conductor import Conductor, submit  # noqa: E402
-from matching.config import Durability  # noqa: E402
+from matching.config import Durability, tune_gc  # noqa: E402
 from matching.contracts import DealExecuted, Event, OrderState, OrderType, Side, TimeInForce  # noqa: E402
 from matching.keys import PartitionKeys  # noqa: E402
 from matching.outbox import GROUP, OutboxWorker, RedisStreamsPublisher  # noqa: E402
@@ -171,6 +171,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=200)
     ap.add_argument("--events", type=int, default=20000)
     args = ap.parse_args()
+    tune_gc()  # as a cell process does
     shape_n = min(args.commands, 3000)
     with standalone() as mem:
         memory = conductor_rate(mem.url, "memory", args.commands, args.batch)

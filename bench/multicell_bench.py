@@ -36,12 +36,12 @@ sys.path.insert(0, str(ROOT))
 import msgspec  # noqa: E402
 
 from matching.conductor import Conductor, submit  # noqa: E402
-from matching.config import Durability  # noqa: E402
+from matching.config import Durability, tune_gc  # noqa: E402
 from matching.contracts import CancelOrder, Command, PlaceOrder, ReplaceOrder, partition_of  # noqa: E402
 from matching.instruments import Instrument  # noqa: E402
 from matching.keys import PartitionKeys  # noqa: E402
 from matching.storage import reconcile  # noqa: E402
-from sessionstore.connection import connect  # noqa: E402
+from sessionstore.connection import connect, own_connection  # noqa: E402
 from sessionstore.embedded import SentinelGroup, standalone  # noqa: E402
 from sessionstore.settings import RedisEndpoint  # noqa: E402
 from tests.cell_helpers import projected, stream_events  # noqa: E402
@@ -79,6 +79,7 @@ def pin(pid: int, core: int) -> None:
 def run_conductor(url: str, partition: int, partition_count: int, expected: int, batch: int, core: int,
                   out: mp.Queue) -> None:  # type: ignore[type-arg]
     pin(0, core)
+    tune_gc()  # as a cell process does
     client = connect(RedisEndpoint(url=url, socketTimeout="10s", pool={"maxTotal": 1, "maxIdle": 1}))
     c = Conductor(client, partition=partition, partition_count=partition_count, instruments=INSTRUMENTS,
                   durability=Durability.named("memory"), batch_size=batch)
@@ -87,8 +88,9 @@ def run_conductor(url: str, partition: int, partition_count: int, expected: int,
     c.rebuild()
     started = time.perf_counter()
     done = 0
-    while done < expected:
-        done += c.step(block_ms=100)
+    with own_connection(client):  # as Conductor.run holds it
+        while done < expected:
+            done += c.step(block_ms=100)
     out.put((partition, started, time.perf_counter(), done))
 
 
@@ -174,6 +176,7 @@ def run_conductor_loop(sentinels: list[str], group: str, partition: int, partiti
                        core: int, out: mp.Queue) -> None:  # type: ignore[type-arg]
     """The conductor's own loop (it rides out the failover), until its stream is drained."""
     pin(0, core)
+    tune_gc()
     endpoint = RedisEndpoint(sentinels=sentinels, sentinelGroup=group, maxAttempts=40, connectionTimeout="500ms",
                              socketTimeout="10s", pool={"maxTotal": 1, "maxIdle": 1})  # type: ignore[arg-type]
     c = Conductor(connect(endpoint), partition=partition, partition_count=partition_count, instruments=INSTRUMENTS,

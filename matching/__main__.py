@@ -22,7 +22,7 @@ from sessionstore.settings import ConfigError
 
 from .amqp import AmqpCommandSource, AmqpEventPublisher, AmqpLink, AmqpUnavailable
 from .conductor import BootRefused, Conductor
-from .config import CellSettings, load_cell_settings
+from .config import CellSettings, load_cell_settings, tune_gc
 from .http import CellHttp
 from .instruments import InstrumentTable
 from .keys import PartitionKeys
@@ -189,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                         "(e.g. the drop-copy gateway inbox); repeatable")
     args = parser.parse_args(args_list)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    tune_gc()
     try:
         configured = load_cell_settings()
         settings = follow_relocation(configured, args.role)

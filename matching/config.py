@@ -7,6 +7,7 @@ REDIS_CLUSTER_NODES — the last goes through redis-py's real cluster client, ne
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -23,6 +24,16 @@ from .instruments import DEFAULT_TABLE
 # The conductor's and the outbox's lease (seed 000: SET NX PX 10000, renewed every third of it).
 LEASE_TTL_MS = 10_000
 LEASE_RENEW_S = LEASE_TTL_MS / 3000
+# CPython's collector, for a cell process: a young collection every 10,000 allocations instead
+# of 700. The conductor allocates ~50 objects a command and keeps the book's orders, so with the
+# defaults it paid for frequent collections that walk a growing old generation; measured in
+# bench/cell_bench.py's memory row: ~+15% commands/s (6.7k → 7.8k, 6 runs each).
+GC_THRESHOLDS = (10_000, 10, 10)
+
+
+def tune_gc() -> None:
+    """What a cell process does at start (``fixgw-cell``; the benchmarks do the same)."""
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 @dataclass(frozen=True, slots=True)
