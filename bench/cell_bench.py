@@ -101,7 +101,9 @@ def drain_rate(w: OutboxWorker, n: int) -> float:
     with own_connections(w.datastores()):  # as OutboxWorker.run holds them
         while done < n:
             done += w.step(block_ms=100)
-    return n / (time.perf_counter() - started)
+    rate = n / (time.perf_counter() - started)
+    w.release()  # its lease's renewal thread stops before the server does
+    return rate
 
 
 def unbatched_outbox_rate(url: str, target_url: str, n: int) -> float:
