@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from matching.config import tune_gc
 from sessionstore.embedded import standalone
 from sessionstore.keys import GatewayKey
 from sessionstore.settings import ConfigError, read_toml
@@ -133,6 +134,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     from .config import load_gateway
     from .gateway import Gateway
 
+    tune_gc()
     overrides = {"mode": args.mode} if args.mode else {}
     settings, store_settings, matching = load_gateway(args.config, overrides)
     return Gateway(settings, store_settings, behaviour_for(settings.mode), matching=matching).run()
