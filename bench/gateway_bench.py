@@ -24,6 +24,7 @@ from types import SimpleNamespace
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from matching.config import tune_gc  # noqa: E402
 from sessionstore.embedded import free_port, standalone  # noqa: E402
 from tests.gateway_helpers import GatewayProc, wait_until  # noqa: E402
 from tools.fixat import RawSession, fix_time  # noqa: E402
@@ -31,6 +32,7 @@ from tools.fixat import RawSession, fix_time  # noqa: E402
 
 def serve_memory(port: int) -> None:
     """The baseline acceptor: the same behaviour, QuickFIX's MemoryStore, no Redis."""
+    tune_gc()  # the same process tuning as the gateway's (fixgw gateway)
     import quickfix as fix
 
     from fixgw.at import AcceptanceBehaviour
