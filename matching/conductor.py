@@ -36,15 +36,14 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, Protocol, cast
 
-import hiredis
 from redis.exceptions import RedisError, ResponseError
 
 from sessionstore.connection import (
     RedisClient,
     checked_out,
+    exchange,
     is_cluster,
     own_connection,
-    read_replies,
     round_trip,
     text,
 )
@@ -501,8 +500,7 @@ class Conductor:
         writes): the batch's own ``conn``, or the cluster's node of the partition (None)."""
         if conn is None:
             return partition_command(self.client, self.keys, *command)
-        conn.send_packed_command([hiredis.pack_command(command)], check_health=False)
-        [reply] = read_replies(conn, 1)
+        [reply] = exchange(conn, [command])
         if isinstance(reply, Exception):
             raise reply
         return reply

@@ -18,7 +18,7 @@ from typing import Any, cast
 import hiredis
 from redis.exceptions import ResponseError, WatchError
 
-from sessionstore.connection import RedisClient, checked_out, is_cluster, read_replies, text
+from sessionstore.connection import RedisClient, checked_out, exchange, is_cluster, text
 
 from .contracts import CommandResult, Event, OrderType, Side, TimeInForce
 from .domain import Cell, Change, Order
@@ -276,12 +276,10 @@ def fenced_read(conn: Any, keys: PartitionKeys, token: str, *reads: tuple[Any, .
     the lease in between (a successor's takeover) makes that EXEC fail. The holder must not
     renew its own lease in between (the conductor renews at the top of its loop); an UNWATCH
     first clears what an earlier read left watched without a commit after it."""
-    calls = [("UNWATCH",), ("WATCH", keys.conductor_lease), ("GET", keys.conductor_lease), *reads]
-    conn.send_packed_command([b"".join(hiredis.pack_command(c) for c in calls)], check_health=False)
-    _, _, holder, *replies = read_replies(conn, len(calls))
+    _, _, holder, *replies = exchange(conn, [("UNWATCH",), ("WATCH", keys.conductor_lease),
+                                            ("GET", keys.conductor_lease), *reads])
     if holder is None or isinstance(holder, Exception) or holder.decode() != token:
-        conn.send_command("UNWATCH")
-        conn.read_response()
+        exchange(conn, [("UNWATCH",)])
         raise FencedOut(f"lease held by {holder!r}")
     return replies
 
@@ -290,13 +288,9 @@ def commit_watched(conn: Any, commands: list[tuple[Any, ...]], waitaof: tuple[in
                    ) -> tuple[int, int] | None:
     """MULTI/commands/EXEC on ``conn``, which ``fenced_read`` left watching the lease, then
     WAITAOF when asked. Returns WAITAOF's (local, replicas), or None."""
-    parts = [pack("MULTI")]
-    parts += [hiredis.pack_command(c) for c in commands]  # str, bytes and int arguments as they are
-    parts.append(pack("EXEC"))
-    conn.send_packed_command([b"".join(parts)], check_health=False)
     # +OK for MULTI, +QUEUED for each command, then EXEC's reply (an EXECABORT error
     # when a command was refused while queueing)
-    *queued, result = read_replies(conn, len(commands) + 2)
+    *queued, result = exchange(conn, [("MULTI",), *commands, ("EXEC",)])
     queued_errors = [r for r in queued if isinstance(r, ResponseError)]
     waited = None
     if waitaof is not None and isinstance(result, list):

@@ -284,6 +284,14 @@ def read_replies(conn: Any, count: int) -> list[Any]:
     return out
 
 
+def exchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """``commands`` in one round trip on ``conn`` (a connection ``checked_out`` gave, for an
+    exchange that must stay on one connection: a WATCH and its EXEC), pre-packed by hiredis;
+    replies in order, error replies in place."""
+    conn.send_packed_command([b"".join(hiredis.pack_command(c) for c in commands)], check_health=False)
+    return read_replies(conn, len(commands))
+
+
 def round_trip(client: RedisClient, commands: list[tuple[Any, ...]], transaction: bool = False) -> list[Any]:
     """``commands`` in one round trip, pre-packed by hiredis on one connection (a third of
     redis-py's per-command pipeline cost); replies in order, error replies in place, never
@@ -297,8 +305,7 @@ def round_trip(client: RedisClient, commands: list[tuple[Any, ...]], transaction
     if transaction:
         commands = [("MULTI",), *commands, ("EXEC",)]
     with checked_out(client) as conn:
-        conn.send_packed_command([b"".join(hiredis.pack_command(c) for c in commands)], check_health=False)
-        replies = read_replies(conn, len(commands))
+        replies = exchange(conn, commands)
     if not transaction:
         return replies
     result = replies[-1]

@@ -13,9 +13,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar
 
-import hiredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -30,7 +29,7 @@ from .codec import (
     encode_seq_field,
     encode_state_field,
 )
-from .connection import RedisClient, checked_out, hash_of_bytes, is_cluster, read_replies, text_or_none
+from .connection import RedisClient, checked_out, exchange, hash_of_bytes, is_cluster, text_or_none
 from .connection import round_trip as packed_round_trip
 from .errors import (
     FencedWrite,
@@ -187,9 +186,7 @@ class SessionStore:
         with checked_out(self.client) as conn:
             def round_trip(todo: list[Call]) -> list[Any]:
                 conn.connect()  # after a retry's disconnect: through Sentinel again, to the primary now
-                conn.send_packed_command([b"".join(hiredis.pack_command(cast(Any, c)) for c in todo)],
-                                         check_health=False)  # (hiredis's stub types the argument as a 1-tuple)
-                return read_replies(conn, len(todo))  # an error reply is kept in place: in step
+                return exchange(conn, todo)  # an error reply is kept in place: in step
 
             # redis-py's own retry on a dropped connection (the scripts recognise a replay).
             replies = conn.retry.call_with_retry(lambda: round_trip(calls), lambda _: conn.disconnect())
