@@ -61,10 +61,11 @@ class OpenViews:
 
     def committed(self, session: str, deliveries: list[Delivery], sent: list[Delivery],
                   views: dict[int, tr.OrderView | None]) -> None:
-        """After a session's group commit: ``sent`` were stored with ``views[id(delivery)]``;
-        the others were found delivered before (stored by an earlier attempt, perhaps with
-        another view), so their orders are read next time."""
-        stored = {id(d) for d in sent}
+        """After a session's group commit: ``sent`` were stored with ``views[id(delivery)]``
+        when the group commit stored them (``seq`` set); the others were found delivered before
+        (stored by an earlier attempt, perhaps with another view) or went one at a time through
+        QuickFIX's callback (the fallback), so their orders are read next time."""
+        stored = {id(d) for d in sent if d.seq}
         cache = self._views
         for d in deliveries:
             if not d.order_id:

@@ -14,7 +14,8 @@ def view(order_id: str, status: str = "0", cum: str = "0") -> OrderView:
 
 
 def delivery(order_id: str, n: int = 0) -> Delivery:
-    return Delivery(f"35=8|{order_id}|{n}", "8", f"e{n}:{order_id}:O", order_id)
+    """A delivery the group commit stored under number ``n + 1``."""
+    return Delivery(f"35=8|{order_id}|{n}", "8", f"e{n}:{order_id}:O", order_id, seq=n + 1)
 
 
 def test_a_committed_open_view_is_served_and_a_newer_commit_replaces_it() -> None:
@@ -41,6 +42,17 @@ def test_a_delivery_found_delivered_before_makes_its_order_read_again() -> None:
     opened, again = delivery("o1", 1), delivery("o1", 2)
     cache.committed(S, [opened], [opened], {id(opened): view("o1", "0")})
     cache.committed(S, [again], [], {id(again): view("o1", "1", cum="4")})
+    assert cache.get(S, "o1") is None
+
+
+def test_a_delivery_sent_one_at_a_time_makes_its_order_read_again() -> None:
+    """The fallback (QuickFIX gave a number to a message of its own) stores each delivery from
+    QuickFIX's callback, not in the group commit: its view is read back, not assumed."""
+    cache = OpenViews(10)
+    opened, fallback = delivery("o1", 1), delivery("o1", 2)
+    cache.committed(S, [opened], [opened], {id(opened): view("o1", "0")})
+    fallback.seq = 0  # as deliver() leaves it on that path
+    cache.committed(S, [fallback], [fallback], {id(fallback): view("o1", "1", cum="4")})
     assert cache.get(S, "o1") is None
 
 
