@@ -59,20 +59,20 @@ class OpenViews:
     def get(self, session: str, order_id: str) -> tr.OrderView | None:
         return self._views.get((session, order_id))
 
-    def committed(self, session: str, deliveries: list[Delivery], sent: list[Delivery],
-                  views: dict[int, tr.OrderView | None]) -> None:
-        """After a session's group commit: ``sent`` were stored with ``views[id(delivery)]``
-        when the group commit stored them (``seq`` set); the others were found delivered before
-        (stored by an earlier attempt, perhaps with another view) or went one at a time through
-        QuickFIX's callback (the fallback), so their orders are read next time."""
+    def committed(self, session: str, deliveries: list[tuple[Delivery, tr.OrderView | None]],
+                  sent: list[Delivery]) -> None:
+        """After a session's group commit of ``deliveries`` (each with the view it carries):
+        those in ``sent`` that the group commit stored (``seq`` set) are what Redis holds; the
+        others were found delivered before (stored by an earlier attempt, perhaps with another
+        view) or went one at a time through QuickFIX's callback (the fallback), so their orders
+        are read next time."""
         stored = {id(d) for d in sent if d.seq}
         cache = self._views
-        for d in deliveries:
+        for d, view in deliveries:
             if not d.order_id:
                 continue
             slot = (session, d.order_id)
             cache.pop(slot, None)  # re-inserted last: the oldest entries are the first dropped
-            view = views.get(id(d))
             if id(d) in stored and view is not None and view.status not in CLOSED_STATUSES:
                 cache[slot] = view
         while len(cache) > self.limit:
@@ -212,8 +212,7 @@ class Dispatcher(threading.Thread):
             self._check_order(kind, event, (fields or {}).get(b"x-partition-offset"))
             routed += [(cfg, event, roles) for cfg, roles in self.targets(kind, event)]
         views = self._views(routed)
-        per_session: dict[str, list[Delivery]] = {}
-        committed_views: dict[int, tr.OrderView | None] = {}  # by id(Delivery): the view it commits
+        per_session: dict[str, list[tuple[Delivery, tr.OrderView | None]]] = {}  # with the view each commits
         table = self.behaviour.table
         for cfg, event, roles in routed:
             key = str(cfg.key(self.gateway.namespace))
@@ -225,15 +224,15 @@ class Dispatcher(threading.Thread):
                 text = body_text(out.msg_type, out.fields)
                 delivery = Delivery(text, out.msg_type, out.inbox_id, out.order_id, view_json,
                                     index=self._index(out.view, cfg.kind == "dc"))
-                per_session.setdefault(key, []).append(delivery)
-                committed_views[id(delivery)] = out.view
-        for key, deliveries in per_session.items():
+                per_session.setdefault(key, []).append((delivery, out.view))
+        for key, pairs in per_session.items():
+            deliveries = [d for d, _ in pairs]
             try:
                 sent = self.gateway.application.deliver(self.session_ids[key], deliveries)
             except BaseException:
                 self._open_views.forget(key, deliveries)  # the commit may or may not have landed
                 raise
-            self._open_views.committed(key, deliveries, sent, committed_views)
+            self._open_views.committed(key, pairs, sent)
 
     def _index(self, view: tr.OrderView | None, drop_copy: bool) -> OrderIndex:
         """How the order's ClOrdID records and retention follow this message (``OrderIndex``).

@@ -41,7 +41,7 @@ from redis.exceptions import RedisError, ResponseError
 from sessionstore.connection import (
     RedisClient,
     checked_out,
-    exchange,
+    command_on,
     is_cluster,
     own_connection,
     round_trip,
@@ -500,10 +500,7 @@ class Conductor:
         writes): the batch's own ``conn``, or the cluster's node of the partition (None)."""
         if conn is None:
             return partition_command(self.client, self.keys, *command)
-        [reply] = exchange(conn, [command])
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
+        return command_on(conn, *command)
 
     def _read_many(self, keys: list[str]) -> list[bytes | None]:
         """MGET, packed (the loop's own connection: no pool checkout on the hot path)."""

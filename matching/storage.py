@@ -13,12 +13,13 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast
 
 import hiredis
 from redis.exceptions import ResponseError, WatchError
 
-from sessionstore.connection import RedisClient, checked_out, exchange, is_cluster, text
+from sessionstore.connection import RedisClient, checked_out, command_on, exchange, is_cluster, text
 
 from .contracts import CommandResult, Event, OrderType, Side, TimeInForce
 from .domain import Cell, Change, Order
@@ -43,19 +44,17 @@ def order_fields(o: Order) -> list[str]:
     return [x for kv in encode_order(o).items() for x in kv]
 
 
-# The stored fields an order's state can change in (``encode_order``'s names), by attribute.
-_CHANGING = (("price", "price"), ("quantity", "quantity"), ("remaining", "remaining"), ("priority", "priority"),
-             ("clientOrderId", "client_order_id"), ("filledNotional", "filled_notional"))
-_FIXED = ("order_id", "pair_id", "side", "order_type", "time_in_force", "post_only", "account", "owner")
+# ``encode_order``'s names by attribute: what ``changed_order_fields`` compares.
+_STORED = (("id", "order_id"), ("pairId", "pair_id"), ("side", "side"), ("type", "order_type"),
+           ("tif", "time_in_force"), ("price", "price"), ("quantity", "quantity"), ("remaining", "remaining"),
+           ("priority", "priority"), ("postOnly", "post_only"), ("account", "account"), ("owner", "owner"),
+           ("clientOrderId", "client_order_id"), ("filledNotional", "filled_notional"))
 
 
 def changed_order_fields(before: Order, after: Order) -> list[str]:
     """HSET arguments for what changed from ``before`` to ``after`` (a fill, a replace);
     compared on the attributes, so an unchanged order costs no encoding."""
-    if any(getattr(before, a) != getattr(after, a) for a in _FIXED):
-        old, new = encode_order(before), encode_order(after)  # not a state change the domain makes
-        return [x for k, v in new.items() if old[k] != v for x in (k, v)]
-    changed = [name for name, attr in _CHANGING if getattr(before, attr) != getattr(after, attr)]
+    changed = [name for name, attr in _STORED if getattr(before, attr) != getattr(after, attr)]
     if not changed:
         return []
     encoded = encode_order(after)
@@ -279,7 +278,7 @@ def fenced_read(conn: Any, keys: PartitionKeys, token: str, *reads: tuple[Any, .
     _, _, holder, *replies = exchange(conn, [("UNWATCH",), ("WATCH", keys.conductor_lease),
                                             ("GET", keys.conductor_lease), *reads])
     if holder is None or isinstance(holder, Exception) or holder.decode() != token:
-        exchange(conn, [("UNWATCH",)])
+        command_on(conn, "UNWATCH")
         raise FencedOut(f"lease held by {holder!r}")
     return replies
 
@@ -294,11 +293,7 @@ def commit_watched(conn: Any, commands: list[tuple[Any, ...]], waitaof: tuple[in
     queued_errors = [r for r in queued if isinstance(r, ResponseError)]
     waited = None
     if waitaof is not None and isinstance(result, list):
-        def on_conn(*args: Any) -> Any:
-            conn.send_command(*args)
-            return conn.read_response()
-
-        waited = wait_aof(on_conn, *waitaof)
+        waited = wait_aof(partial(command_on, conn), *waitaof)
     if isinstance(result, Exception):
         raise ResponseError(f"transaction aborted: {result}; queued errors: {queued_errors[:1]}")
     if result is None:

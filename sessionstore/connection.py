@@ -292,6 +292,14 @@ def exchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     return read_replies(conn, len(commands))
 
 
+def command_on(conn: Any, *command: Any) -> Any:
+    """One command on ``conn`` (``exchange``); an error reply is raised."""
+    [reply] = exchange(conn, [command])
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
+
+
 def round_trip(client: RedisClient, commands: list[tuple[Any, ...]], transaction: bool = False) -> list[Any]:
     """``commands`` in one round trip, pre-packed by hiredis on one connection (a third of
     redis-py's per-command pipeline cost); replies in order, error replies in place, never

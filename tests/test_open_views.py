@@ -21,9 +21,9 @@ def delivery(order_id: str, n: int = 0) -> Delivery:
 def test_a_committed_open_view_is_served_and_a_newer_commit_replaces_it() -> None:
     cache = OpenViews(10)
     first, second = delivery("o1", 1), delivery("o1", 2)
-    cache.committed(S, [first], [first], {id(first): view("o1", "0")})
+    cache.committed(S, [(first, view("o1", "0"))], [first])
     assert cache.get(S, "o1") == view("o1", "0")
-    cache.committed(S, [second], [second], {id(second): view("o1", "1", cum="4")})
+    cache.committed(S, [(second, view("o1", "1", cum="4"))], [second])
     assert cache.get(S, "o1") == view("o1", "1", cum="4")
     assert cache.get("ns/fsg/C2", "o1") is None  # per session
 
@@ -31,8 +31,8 @@ def test_a_committed_open_view_is_served_and_a_newer_commit_replaces_it() -> Non
 def test_a_closed_order_is_not_kept_and_its_older_view_goes() -> None:
     cache = OpenViews(10)
     opened, filled = delivery("o1", 1), delivery("o1", 2)
-    cache.committed(S, [opened], [opened], {id(opened): view("o1", "0")})
-    cache.committed(S, [filled], [filled], {id(filled): view("o1", "2", cum="10")})
+    cache.committed(S, [(opened, view("o1", "0"))], [opened])
+    cache.committed(S, [(filled, view("o1", "2", cum="10"))], [filled])
     assert cache.get(S, "o1") is None  # read from Redis (retention may remove it there)
 
 
@@ -40,8 +40,8 @@ def test_a_delivery_found_delivered_before_makes_its_order_read_again() -> None:
     """Its view in Redis is what an earlier attempt committed, not necessarily ours."""
     cache = OpenViews(10)
     opened, again = delivery("o1", 1), delivery("o1", 2)
-    cache.committed(S, [opened], [opened], {id(opened): view("o1", "0")})
-    cache.committed(S, [again], [], {id(again): view("o1", "1", cum="4")})
+    cache.committed(S, [(opened, view("o1", "0"))], [opened])
+    cache.committed(S, [(again, view("o1", "1", cum="4"))], [])
     assert cache.get(S, "o1") is None
 
 
@@ -50,16 +50,16 @@ def test_a_delivery_sent_one_at_a_time_makes_its_order_read_again() -> None:
     QuickFIX's callback, not in the group commit: its view is read back, not assumed."""
     cache = OpenViews(10)
     opened, fallback = delivery("o1", 1), delivery("o1", 2)
-    cache.committed(S, [opened], [opened], {id(opened): view("o1", "0")})
+    cache.committed(S, [(opened, view("o1", "0"))], [opened])
     fallback.seq = 0  # as deliver() leaves it on that path
-    cache.committed(S, [fallback], [fallback], {id(fallback): view("o1", "1", cum="4")})
+    cache.committed(S, [(fallback, view("o1", "1", cum="4"))], [fallback])
     assert cache.get(S, "o1") is None
 
 
 def test_a_failed_commit_makes_its_orders_read_again() -> None:
     cache = OpenViews(10)
     opened, failed = delivery("o1", 1), delivery("o1", 2)
-    cache.committed(S, [opened], [opened], {id(opened): view("o1", "0")})
+    cache.committed(S, [(opened, view("o1", "0"))], [opened])
     cache.forget(S, [failed])
     assert cache.get(S, "o1") is None
 
@@ -68,10 +68,10 @@ def test_the_least_recently_committed_view_is_dropped_first() -> None:
     cache = OpenViews(2)
     ds = [delivery(f"o{i}", i) for i in range(3)]
     for d in ds[:2]:
-        cache.committed(S, [d], [d], {id(d): view(d.order_id)})
+        cache.committed(S, [(d, view(d.order_id))], [d])
     again = delivery("o0", 9)  # o0 committed again: o1 is now the oldest
-    cache.committed(S, [again], [again], {id(again): view("o0", "1")})
-    cache.committed(S, [ds[2]], [ds[2]], {id(ds[2]): view("o2")})
+    cache.committed(S, [(again, view("o0", "1"))], [again])
+    cache.committed(S, [(ds[2], view("o2"))], [ds[2]])
     assert len(cache) == 2
     assert cache.get(S, "o1") is None
     assert cache.get(S, "o0") == view("o0", "1") and cache.get(S, "o2") == view("o2")
