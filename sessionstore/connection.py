@@ -322,6 +322,25 @@ def round_trip(client: RedisClient, commands: list[tuple[Any, ...]], transaction
     return cast(list[Any], result)
 
 
+def round_trips(batches: list[tuple[RedisClient, list[tuple[Any, ...]]]]) -> list[list[Any]]:
+    """Each client's ``commands`` sent before any reply is read, so two datastores work on
+    their batches side by side (one round trip's wait instead of two); each batch's replies in
+    order, error replies in place, never retried. Batches for one datastore go back to back on
+    its one connection (Redis runs them in that order). Standalone or Sentinel clients only."""
+    with ExitStack() as stack:
+        conns: dict[int, Any] = {}
+        for client, _ in batches:
+            pool = id(standalone_pool(client))
+            if pool not in conns:
+                conns[pool] = stack.enter_context(checked_out(client))
+        on = [conns[id(standalone_pool(client))] for client, _ in batches]
+        for conn, (_, commands) in zip(on, batches):
+            if commands:
+                conn.send_packed_command([b"".join(hiredis.pack_command(c) for c in commands)],
+                                         check_health=False)
+        return [read_replies(conn, len(commands)) for conn, (_, commands) in zip(on, batches)]
+
+
 def text(value: bytes | str) -> str:
     """A reply value as text (our clients return bytes: decode_responses is off)."""
     return value.decode() if isinstance(value, bytes) else value
