@@ -168,7 +168,10 @@ def command_json(cmd: Command) -> str:
 
 def _is_json(raw: bytes) -> bool:
     """A JSON object starts with ``{`` (maybe after blanks); a MessagePack map never does
-    (0x80–0x8f, 0xde, 0xdf), so the two encodings cannot be taken for each other."""
+    (0x80–0x8f, 0xde, 0xdf), so the two encodings cannot be taken for each other. (The
+    first byte decides a MessagePack map without copying the entry, as ``lstrip`` would.)"""
+    if raw and (0x80 <= raw[0] <= 0x8F or raw[0] in (0xDE, 0xDF)):
+        return False
     return raw.lstrip(b" \t\r\n")[:1] == b"{"
 
 
@@ -356,7 +359,10 @@ class Event(_Wire, frozen=True):
         """Every order owner the event concerns, each once, in order (maker before taker)."""
         p = self.payload
         if isinstance(p, DealExecuted):
-            return list(dict.fromkeys(o for o in (p.maker.owner, p.taker.owner) if o))
+            maker, taker = p.maker.owner, p.taker.owner
+            if maker and taker and maker != taker:
+                return [maker, taker]
+            return [maker or taker] if maker or taker else []
         return [p.owner] if p.owner else []
 
 

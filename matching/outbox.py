@@ -141,20 +141,22 @@ class RedisStreamsPublisher:
     def publish(self, deliveries: Sequence[Delivery]) -> None:
         self.publish_beside(deliveries, None)
 
-    def publish_beside(self, deliveries: Sequence[Delivery], beside: Batch | None) -> list[Any]:
+    def publish_beside(self, deliveries: Sequence[Delivery], beside: Batch | None,
+                       meanwhile: Callable[[], None] | None = None) -> list[Any]:
         """Publish in order, fenced; return when every message is confirmed. ``beside`` (a
         client and its commands) goes out in the same round trip, on its own connection, and
         its replies are returned: the worker acknowledges the last batch and reads the next
-        while this one is appended. A failed round trip, on either side, is a PublishError."""
+        while this one is appended; ``meanwhile`` runs once the commands are sent, before
+        any reply is read. A failed round trip, on either side, is a PublishError."""
         by_stream: dict[str, list[Delivery]] = {}  # each stream gets its events in stream order
         for d in deliveries:
             for stream in dict.fromkeys(self.destinations(d.event)):
                 by_stream.setdefault(stream, []).append(d)
         beside_replies: list[Any] = []
         for retake in (True, False):
-            fenced, sent_beside = self._publish_once(by_stream, beside)
+            fenced, sent_beside = self._publish_once(by_stream, beside, meanwhile)
             if beside is not None:
-                beside_replies, beside = sent_beside, None  # sent once, with the first attempt
+                beside_replies, beside, meanwhile = sent_beside, None, None  # once, with the first attempt
             if not fenced:
                 return beside_replies
             # Another worker took an epoch at these streams after our term began. If the lease
@@ -166,8 +168,8 @@ class RedisStreamsPublisher:
             by_stream = {stream: by_stream[stream] for stream in fenced}
         return beside_replies
 
-    def _publish_once(self, by_stream: dict[str, list[Delivery]], beside: Batch | None = None
-                      ) -> tuple[list[str], list[Any]]:
+    def _publish_once(self, by_stream: dict[str, list[Delivery]], beside: Batch | None = None,
+                      meanwhile: Callable[[], None] | None = None) -> tuple[list[str], list[Any]]:
         """One round trip; returns the streams that refused us as fenced, and ``beside``'s replies."""
         calls: list[tuple[Any, ...]] = []
         streams = list(by_stream)
@@ -181,7 +183,7 @@ class RedisStreamsPublisher:
             if beside is None:
                 replies, beside_replies = round_trip(self.client, calls) if calls else [], []
             else:
-                replies, beside_replies = round_trips([(self.client, calls), beside])
+                replies, beside_replies = round_trips([(self.client, calls), beside], meanwhile)
         except RedisError as exc:
             raise PublishError(f"publish failed: {exc}") from exc
         if any(isinstance(r, NoScriptError) for r in replies):
@@ -201,8 +203,19 @@ class RedisStreamsPublisher:
 def owner_routes(inbox_of: Callable[[str], str], also: Sequence[str] = ()) -> Callable[[Event], list[str]]:
     """Route each event to the inbox of every order owner it concerns, plus ``also`` (drop copy)."""
 
+    inboxes: dict[str, str] = {}  # owner → inbox: one lookup per event on the hot path
+    extra = list(also)
+
+    def inbox(owner: str) -> str:
+        found = inboxes.get(owner)
+        if found is None:
+            if len(inboxes) > 100_000:  # owners are sessions: bounded, but never trusted to be
+                inboxes.clear()
+            found = inboxes[owner] = inbox_of(owner)
+        return found
+
     def destinations(event: Event) -> list[str]:
-        return [inbox_of(o) for o in event.owners()] + list(also)
+        return [inbox(o) for o in event.owners()] + extra
 
     return destinations
 
@@ -242,6 +255,7 @@ class OutboxWorker:
         self._prefetched: Entries = []
         # Ack calls of the batch last published beside the cell's round trip (``_publish_beside``).
         self._unacked: list[tuple[Any, ...]] = []
+        self._ready: list[Delivery] = []  # read ahead and parsed while the last batch was published
         self._pipelined = (isinstance(publisher, RedisStreamsPublisher) and not is_cluster(client)
                            and not is_cluster(publisher.client))
         self._claim_all = True  # on taking the lease: every pending entry of the group becomes ours
@@ -310,14 +324,18 @@ class OutboxWorker:
             self._next_claim = time.monotonic() + 1.0
         retried = False  # entries read again may have attempt counters (ours or a predecessor's)
         prefetched, self._prefetched = self._prefetched, []
+        ready, self._ready = self._ready, []
         if self._own_pending:
             # 3. our own pending (a failed or claimed batch) before anything new; what was
             # published already is acknowledged first, not read and published again
             self.acknowledge_published()
             entries = read_group(self.client, GROUP, self.consumer, self.keys.events, "0", self.read_count)
             self._own_pending = retried = bool(entries)
+        elif ready:  # parsed while the last batch was published; the rest of the read-ahead stays
+            self._prefetched = prefetched
+            return self._publish(ready, retried)
         elif prefetched:
-            entries = prefetched
+            entries, self._prefetched = prefetched[:self.read_count], prefetched[self.read_count:]
         if not entries:
             entries = self._read_new(block_ms)
         if time.monotonic() >= self._next_gauges:  # every cycle, at most once a second: a backlog shows
@@ -365,6 +383,10 @@ class OutboxWorker:
         return False
 
     def _deliver(self, entries: Entries, retried: bool = True) -> int:
+        return self._publish(self._parse(entries), retried)
+
+    def _parse(self, entries: Entries) -> list[Delivery]:
+        """Each entry's event, validated; an entry that is not one goes to the dead letters."""
         deliveries: list[Delivery] = []
         for entry_id, fields in entries:
             sid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
@@ -375,6 +397,9 @@ class OutboxWorker:
                 deliveries.append(Delivery(sid, parse_event(raw), raw))
             except ContractError as exc:
                 self._dead_letter(sid, fields or {}, str(exc))
+        return deliveries
+
+    def _publish(self, deliveries: list[Delivery], retried: bool) -> int:
         if not deliveries or not self._durable():
             return 0
         try:
@@ -406,17 +431,28 @@ class OutboxWorker:
 
     def _publish_beside(self, deliveries: list[Delivery], retried: bool) -> None:
         """Redis Streams on standalone or Sentinel datastores: while the target appends this
-        batch, the cell acknowledges the batch before it and reads the next, in the same
-        round trip on its own connection (measured: 62–77k → see README, events/s). This
-        batch is acknowledged with the next one's publish, or before the next blocking read,
-        or before own pending is read again: until then it stays pending, so a crash
-        republishes it (at least once, as every crash between publish and acknowledgement)."""
+        batch, the cell acknowledges the batch before it and reads ahead, in the same round
+        trip on its own connection, and this process parses the batch read the round trip
+        before (``meanwhile``): the datastores' work and ours overlap. This batch is
+        acknowledged with the next one's publish, or before the next blocking read, or before
+        own pending is read again: until then it stays pending, so a crash republishes it (at
+        least once, as every crash between publish and acknowledgement). Everything read or
+        parsed ahead is in our pending list, in stream order: dropped on any failure, it is
+        read again from there."""
         assert isinstance(self.publisher, RedisStreamsPublisher)
-        read = read_group_command(GROUP, self.consumer, self.keys.events, ">", self.read_count)
+        ahead, self._prefetched = self._prefetched[:self.read_count], self._prefetched[self.read_count:]
+        # Nothing in hand to parse next time: read two batches, so one is parsed in each wait from now on.
+        count = self.read_count if ahead or self._prefetched else 2 * self.read_count
+        read = read_group_command(GROUP, self.consumer, self.keys.events, ">", count)
         beside = [("MULTI",), *self._unacked, ("EXEC",), read] if self._unacked else [read]
-        replies = self.publisher.publish_beside(deliveries, (self.client, beside))
+
+        def meanwhile() -> None:
+            self._ready = self._parse(ahead)
+
+        replies = self.publisher.publish_beside(deliveries, (self.client, beside), meanwhile if ahead else None)
         self._unacked = self._ack_calls(deliveries, retried)
-        self._prefetched = self._acknowledged_then_read(replies) if len(beside) > 1 else self._entries(replies[0])
+        entries = self._acknowledged_then_read(replies) if len(beside) > 1 else self._entries(replies[0])
+        self._prefetched += entries
 
     def acknowledge_published(self) -> None:
         """Acknowledge the published batch still pending (``_publish_beside``), if any."""

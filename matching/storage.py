@@ -233,9 +233,15 @@ def read_groups_entries(raw: Any) -> list[tuple[str, Entries]]:
     if not raw:
         return []
     streams = raw.items() if isinstance(raw, dict) else raw  # RESP3 map, RESP2 list of pairs
-    return [(text(stream), [(entry_id, dict(zip(fields[::2], fields[1::2], strict=True))
-                                       if fields is not None else None) for entry_id, fields in entries])
+    return [(text(stream), [(entry_id, _field_map(fields) if fields is not None else None)
+                            for entry_id, fields in entries])
             for stream, entries in streams]
+
+
+def _field_map(fields: list[bytes]) -> dict[bytes, bytes]:
+    """An entry's flat field list as a map (pairs from one iterator: no slices copied)."""
+    pairs = iter(fields)
+    return dict(zip(pairs, pairs, strict=True))
 
 
 def read_group_entries(raw: Any) -> Entries:

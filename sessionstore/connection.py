@@ -9,7 +9,7 @@ the connection pool. Knows nothing about what the keys mean.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any, cast
 
@@ -322,11 +322,13 @@ def round_trip(client: RedisClient, commands: list[tuple[Any, ...]], transaction
     return cast(list[Any], result)
 
 
-def round_trips(batches: list[tuple[RedisClient, list[tuple[Any, ...]]]]) -> list[list[Any]]:
+def round_trips(batches: list[tuple[RedisClient, list[tuple[Any, ...]]]],
+                meanwhile: Callable[[], None] | None = None) -> list[list[Any]]:
     """Each client's ``commands`` sent before any reply is read, so two datastores work on
-    their batches side by side (one round trip's wait instead of two); each batch's replies in
-    order, error replies in place, never retried. Batches for one datastore go back to back on
-    its one connection (Redis runs them in that order). Standalone or Sentinel clients only."""
+    their batches side by side (one round trip's wait instead of two) while the caller does
+    ``meanwhile``; each batch's replies in order, error replies in place, never retried.
+    Batches for one datastore go back to back on its one connection (Redis runs them in that
+    order). Standalone or Sentinel clients only."""
     with ExitStack() as stack:
         conns: dict[int, Any] = {}
         for client, _ in batches:
@@ -338,6 +340,8 @@ def round_trips(batches: list[tuple[RedisClient, list[tuple[Any, ...]]]]) -> lis
             if commands:
                 conn.send_packed_command([b"".join(hiredis.pack_command(c) for c in commands)],
                                          check_health=False)
+        if meanwhile is not None:
+            meanwhile()
         return [read_replies(conn, len(commands)) for conn, (_, commands) in zip(on, batches)]
 
 
