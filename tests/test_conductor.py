@@ -519,3 +519,27 @@ def test_aof_replicated_acknowledges_each_batch_once_a_replica_confirmed_it() ->
             assert projected(stream_events(replica.client())) == reference_events(flow), "and held by the replica"
         finally:
             replica.stop()
+
+
+def test_aof_replicated_acknowledges_a_durable_batch_with_the_next_read_or_on_stop() -> None:
+    """With appendfsync always, every round trip that writes waits for an fsync: the batch's XACK
+    rides with the next read instead of costing one of its own, and a clean stop sends it."""
+    from sessionstore.embedded import _wait, standalone
+
+    with standalone(aof=True, appendfsync="always") as primary:
+        replica = standalone(aof=True, appendfsync="always", replicaof=f"127.0.0.1 {primary.port}").start()
+        try:
+            _wait(lambda: replica.client().info("replication").get("master_link_status") == "up", "replica")
+            client = cell_client(RedisEndpoint(url=primary.url))
+            flow = p0_flow(29, 120)
+            submit_all(client, flow[:40])
+            c = conductor(client, durability="aof-replicated", batch_size=40)
+            c.step(block_ms=10)
+            pending = lambda: client.xinfo_groups(KEYS.commands)[0]["pending"]  # noqa: E731
+            assert pending() == 40, "durable, acknowledged with the next read"
+            submit_all(client, flow[40:])
+            assert c.step(block_ms=10) == 40 and pending() == 40, "the first batch acknowledged, the second waits"
+            c.acknowledge_durable()
+            assert pending() == 0, "a clean stop acknowledges it"
+        finally:
+            replica.stop()
