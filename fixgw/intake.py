@@ -8,7 +8,10 @@ QuickFIX's session threads only validate and translate; they hand the rest here 
   cycle. Work that must *read* first (a cancel looks up its original order) cuts the batch, so
   it sees everything before it written;
 - **answers** a behaviour sends (the AT echo): one group commit per session, then sent;
-- **inbound sequence numbers**: the newest number of each session, written *last* in a cycle.
+- **inbound sequence numbers**: the newest number of each session, written *last* in a cycle:
+  behind the work in its own round trip when that is all the cycle writes (one datastore, no
+  answers, every command in its claim's script: the embedded default's order path), else in a
+  round trip of their own at the end.
 
 Why the number goes last: the stored targetSeqNum says from where a successor asks the
 counterparty to resend. Written late (or lost in a crash), the successor asks for messages
@@ -55,6 +58,13 @@ class Work(Protocol):
     def settle(self, replies: list[Any] | StoreError) -> None:
         """After the write: the replies in order (an error reply as a StoreError in its
         place), or the error that stopped the round trip."""
+        ...
+
+    @property
+    def complete_when_written(self) -> bool:
+        """After ``prepare``: once its calls are written, nothing the message needs is written
+        later in the cycle (no command deferred to another datastore), so its inbound number
+        may ride in the same round trip, behind them."""
         ...
 
     def failed(self, exc: Exception) -> None:
@@ -126,7 +136,12 @@ class Intake:
             answers, self._answers = self._answers, {}
             targets, self._targets = self._targets, {}
             resets = dict(self._resets)
-        self._write_work(work)
+        # The numbers may ride behind the work, in its round trip, when nothing else must be
+        # written before them: no answers to commit, one datastore, every message complete once
+        # its calls are written (the embedded default's order path). Else they go last, alone.
+        riding = targets if not answers else None
+        if self._write_work(work, riding, resets):
+            targets = {}
         if self.after_work is not None:
             self.after_work()
         for sid, deliveries in answers.values():
@@ -136,45 +151,87 @@ class Intake:
                 self._fatal(f"{sid.toString()}: answers not stored: {exc}")
                 return
         with self._io:
-            by_store: dict[int, tuple[SessionStore, dict[SessionKey, int]]] = {}
-            for session, (store, target) in targets.items():
-                if self._resets.get(session, 0) == resets.get(session, 0):  # else: taken before a reset
-                    by_store.setdefault(id(store), (store, {}))[1][session] = target
-            for store, numbers in by_store.values():
+            for store, numbers in self._numbers(targets, resets).values():
                 try:
                     store.set_next_target_seq_nums(numbers)
                 except StoreError as exc:
                     self._fatal(f"inbound MsgSeqNums of {sorted(map(str, numbers))} not recorded: {exc}")
                     return
-                for session, target in numbers.items():
-                    self._on_written(session, target)
+                self._written(numbers)
 
-    def _write_work(self, work: list[Work]) -> None:
-        """In order; a batch is cut before work that reads first, one write per datastore."""
+    def _numbers(self, targets: dict[SessionKey, tuple[SessionStore, int]], resets: dict[SessionKey, int]
+                 ) -> dict[int, tuple[SessionStore, dict[SessionKey, int]]]:
+        """The numbers to write, per store, without those taken before a reset (under ``_io``)."""
+        by_store: dict[int, tuple[SessionStore, dict[SessionKey, int]]] = {}
+        for session, (store, target) in targets.items():
+            if self._resets.get(session, 0) == resets.get(session, 0):  # else: taken before a reset
+                by_store.setdefault(id(store), (store, {}))[1][session] = target
+        return by_store
+
+    def _written(self, numbers: dict[SessionKey, int]) -> None:
+        for session, target in numbers.items():
+            self._on_written(session, target)
+
+    def _write_work(self, work: list[Work], targets: dict[SessionKey, tuple[SessionStore, int]] | None = None,
+                    resets: dict[SessionKey, int] | None = None) -> bool:
+        """In order; a batch is cut before work that reads first, one write per datastore.
+        ``targets``: numbers that may ride behind the cycle's only batch (``flush``); returns
+        whether they were handled."""
         batch: list[tuple[Work, list[tuple[Any, ...]]]] = []
+        cut = False
         for item in work:
             if item.reads_first and batch:
                 self._write_batch(batch)
-                batch = []
+                batch, cut = [], True
             try:
                 batch.append((item, item.prepare()))
             except Exception as exc:  # noqa: BLE001 (one request's bug answers that request)
                 log.exception("intake: request failed while prepared")
                 item.failed(exc)
-        if batch:
-            self._write_batch(batch)
+        if not batch:
+            return False
+        stores = {id(item.store) for item, _ in batch}
+        if (targets and resets is not None and not cut and len(stores) == 1
+                and {id(store) for store, _ in targets.values()} <= stores
+                and all(item.complete_when_written for item, _ in batch)):
+            return self._write_batch(batch, (targets, resets))
+        self._write_batch(batch)
+        return False
 
-    def _write_batch(self, batch: list[tuple[Work, list[tuple[Any, ...]]]]) -> None:
+    def _write_batch(self, batch: list[tuple[Work, list[tuple[Any, ...]]]],
+                     riding: tuple[dict[SessionKey, tuple[SessionStore, int]], dict[SessionKey, int]] | None = None
+                     ) -> bool:
+        """One round trip per datastore, then each piece of work settles. ``riding``: the
+        inbound numbers, written behind the work in the same round trip (one datastore);
+        returns whether they were (or refused: fatal already)."""
         by_store: dict[int, list[tuple[Work, list[tuple[Any, ...]]]]] = {}
         for item, calls in batch:
             by_store.setdefault(id(item.store), []).append((item, calls))
+        handled = False
         for items in by_store.values():
             calls = [c for _, item_calls in items for c in item_calls]
+            store = items[0][0].store
+            numbers: dict[SessionKey, int] = {}
             outcome: list[Any] | StoreError
             try:  # an error reply stands in its call's place; only a failed round trip raises
-                outcome = items[0][0].store.write(calls, raise_on_error=False) if calls else []
+                if riding is None:
+                    outcome = store.write(calls, raise_on_error=False) if calls else []
+                else:
+                    # under _io, as every write of numbers (``resetting``); Redis runs the numbers
+                    # after the work, so one never lands without the commands it covers
+                    with self._io:
+                        numbers = self._numbers(*riding).get(id(store), (store, {}))[1]
+                        replies = store.write(calls + store.target_calls(numbers), raise_on_error=False)
+                    outcome, numbered = replies[:len(calls)], replies[len(calls):]
+                    refused = next((r for r in numbered if isinstance(r, StoreError)), None)
+                    if refused is not None:  # (as their own write would: not again at the end)
+                        self._fatal(f"inbound MsgSeqNums of {sorted(map(str, numbers))} not recorded: {refused}")
+                        numbers = {}
+                    handled = True
             except StoreError as exc:
-                outcome = exc  # each piece of work learns its own outcome (settle checks the store)
+                # each piece of work learns its own outcome (settle checks the store); the
+                # numbers are written again, alone, at the end of the cycle
+                outcome, numbers = exc, {}
             at = 0
             for item, item_calls in items:
                 mine = outcome if isinstance(outcome, StoreError) else outcome[at:at + len(item_calls)]
@@ -184,6 +241,8 @@ class Intake:
                 except Exception as exc:  # noqa: BLE001
                     log.exception("intake: request failed while settled")
                     item.failed(exc)
+            self._written(numbers)
+        return handled
 
     def stop(self) -> None:
         with self._cond:

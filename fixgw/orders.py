@@ -522,6 +522,13 @@ class OrderRequest:
         if self.claim is not None:
             self.claim.settle(replies[0] if isinstance(replies, list) else replies)
 
+    @property
+    def complete_when_written(self) -> bool:
+        """A new order, cancel or replace whose command goes in its claim's script: a resend
+        (PossDupFlag) may republish a command at the end of the cycle, and a command for a
+        partition on another datastore is appended there, after the write."""
+        return self.claim is not None and self.claim.colocated and not self.possdup
+
     def failed(self, exc: Exception) -> None:
         text = f"request not processed: {type(exc).__name__}"
         try:

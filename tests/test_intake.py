@@ -1,0 +1,132 @@
+"""The intake's cycle against real Valkey: when the inbound numbers ride behind the work in one
+round trip, and when they wait for a round trip of their own at the end of the cycle."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from fixgw.intake import Intake
+from sessionstore import FixedEpoch, SessionKey, SessionStore, StoreError, connect
+from sessionstore.settings import RedisEndpoint
+
+
+@dataclass
+class Claiming:
+    """A piece of intake work as the order path makes it: one ClOrdID claim (its command in
+    the same script or not is the order path's business; here ``complete`` says which)."""
+
+    store: SessionStore
+    session: SessionKey
+    clordid: str
+    complete: bool = True
+    reads_first: bool = False
+    replies: list[Any] = field(default_factory=list)
+
+    def prepare(self) -> list[tuple[Any, ...]]:
+        return [self.store.claim_call(self.session, self.clordid, '{"orderId":"o"}', 60_000)]
+
+    def settle(self, replies: list[Any] | StoreError) -> None:
+        self.replies.append(replies)
+
+    def failed(self, exc: Exception) -> None:
+        raise AssertionError(f"unexpected: {exc}")
+
+    @property
+    def complete_when_written(self) -> bool:
+        return self.complete
+
+
+class CountedStore(SessionStore):
+    """The real store, counting its round trips (each ``write`` is one)."""
+
+    writes: list[int]
+
+    def write(self, calls: list[Any], raise_on_error: bool = True) -> list[Any]:
+        self.writes.append(len(calls))
+        return super().write(calls, raise_on_error)
+
+
+@pytest.fixture
+def store(endpoint: RedisEndpoint) -> CountedStore:
+    s = CountedStore(connect(endpoint), FixedEpoch(1))
+    s.writes = []
+    return s
+
+
+def session_of(store: SessionStore) -> SessionKey:
+    session = SessionKey("test", "fsg", f"S{uuid.uuid4().hex[:10]}")
+    store.stamp_owner(session)
+    store.writes.clear()  # type: ignore[attr-defined]
+    return session
+
+
+def intake(answers: list[Any] | None = None) -> tuple[Intake, list[tuple[SessionKey, int]]]:
+    written: list[tuple[SessionKey, int]] = []
+    fatal: list[str] = []
+
+    def deliver(sid: Any, deliveries: list[Any]) -> None:
+        (answers if answers is not None else []).append(deliveries)
+
+    box = Intake(fatal.append, lambda s, n: written.append((s, n)), deliver)
+    box.stop()  # no thread: the test runs the cycle itself (``flush``)
+    return box, written
+
+
+def test_a_cycle_of_complete_work_writes_its_numbers_in_the_same_round_trip(store: CountedStore) -> None:
+    session = session_of(store)
+    box, written = intake()
+    work = [Claiming(store, session, "A"), Claiming(store, session, "B")]
+    for w in work:
+        box.submit(w)
+    box.record(session, store, 7)
+    box.flush()
+    assert store.writes == [3], "two claims and the number, one round trip"
+    assert store.load_state(session).target_seq_num == 7 and written == [(session, 7)]
+    assert all(w.replies and not isinstance(w.replies[0], StoreError) for w in work)
+
+
+@pytest.mark.parametrize("why", ["incomplete", "answers", "reads first"])
+def test_the_numbers_wait_for_the_end_of_the_cycle_when_something_may_come_after_the_work(
+        store: CountedStore, why: str) -> None:
+    session = session_of(store)
+    answered: list[Any] = []
+    box, written = intake(answered)
+    box.submit(Claiming(store, session, "A", complete=why != "incomplete"))
+    if why == "reads first":  # the batch is cut: work after the cut is written in a round trip of its own
+        box.submit(Claiming(store, session, "B", reads_first=True))
+    if why == "answers":
+        box.answer(SessionName(str(session)), "an answer")  # type: ignore[arg-type]
+    box.record(session, store, 9)
+    box.flush()
+    assert store.writes[-1] == 1 and len(store.writes) == (3 if why == "reads first" else 2), \
+        "the work, then the number alone"
+    assert store.load_state(session).target_seq_num == 9 and written == [(session, 9)]
+
+
+def test_a_number_taken_before_a_reset_does_not_ride_after_it(store: CountedStore) -> None:
+    session = session_of(store)
+    box, written = intake()
+
+    class ResetMeanwhile(Claiming):
+        def prepare(self) -> list[tuple[Any, ...]]:
+            with box.resetting(session):  # after the cycle took the number, before it is written
+                store.set_next_target_seq_num(session, 1)
+            return super().prepare()
+
+    box.submit(ResetMeanwhile(store, session, "A"))
+    box.record(session, store, 12)
+    box.flush()
+    assert store.writes[-1] == 1, "the claim went alone: the number was dropped"
+    assert store.load_state(session).target_seq_num == 1 and written == []
+
+
+@dataclass
+class SessionName:
+    name: str
+
+    def toString(self) -> str:  # noqa: N802 (QuickFIX's SessionID)
+        return self.name
