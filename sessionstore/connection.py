@@ -213,13 +213,28 @@ def own_connection(client: RedisClient) -> Iterator[None]:
     if id(pool) in owned:
         yield  # already held by an enclosing block
         return
-    conn = pool.connection_class(**pool.connection_kwargs)
+    conn = new_connection(client)
     owned[id(pool)] = conn
     try:
         yield
     finally:
         del owned[id(pool)]
         conn.disconnect()
+
+
+def owned_connection(client: RedisClient) -> Any | None:
+    """The calling thread's own connection to ``client`` (``own_connection``), or None."""
+    if is_cluster(client):
+        return None
+    return _owned_by_this_thread().get(id(standalone_pool(client)))
+
+
+def new_connection(client: RedisClient) -> Any:
+    """A connection of a standalone or Sentinel client outside its pool, with the pool's own
+    settings (TLS, credentials, the Sentinel's primary), opened on first use. The caller
+    disconnects it."""
+    pool = standalone_pool(client)
+    return pool.connection_class(**pool.connection_kwargs)
 
 
 @contextmanager

@@ -90,6 +90,12 @@ class Lease:
         self._renewed_at = sent
         return True
 
+    @property
+    def renewed_at(self) -> float:
+        """Monotonic time of the last renewal (or take): a renewal touches the key, which
+        fails a transaction WATCHing it."""
+        return self._renewed_at
+
     def renew_if_due(self) -> bool:
         """For a holder that renews from its own loop: renew when renew_s has passed."""
         if time.monotonic() - self._renewed_at < self.renew_s:

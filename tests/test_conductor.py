@@ -15,6 +15,7 @@ from matching.contracts import OrderPayload, OrderType, PlaceOrder, Side, parse_
 from matching.domain import StpMode
 from matching.keys import PartitionKeys, book_member
 from matching.storage import commit_commands, decode_order, order_fields, reconcile, trim_acknowledged
+from sessionstore.connection import own_connection
 from sessionstore.embedded import ValkeyProcess
 from sessionstore.settings import RedisEndpoint
 from tests.cell_helpers import cell_client, conductor, projected, run_until_idle, stream_events, submit_all
@@ -543,3 +544,165 @@ def test_aof_replicated_acknowledges_a_durable_batch_with_the_next_read_or_on_st
             assert pending() == 0, "a clean stop acknowledges it"
         finally:
             replica.stop()
+
+
+# --- the pipelined loop (Conductor.run holds a connection of its own: batch k+1 is read and
+# matched while batch k's transaction is on its way) ---------------------------------------
+
+
+def pipelined(c: Conductor, steps: int = 10_000) -> int:
+    with own_connection(c.client):  # as Conductor.run holds it
+        return run_until_idle(c, steps)
+
+
+@pytest.mark.parametrize("durability", ["memory", "aof-replicated"])
+def test_pipelined_random_flows_match_the_reference_with_batches_in_flight(durability: str) -> None:
+    from sessionstore.embedded import _wait, standalone
+
+    with standalone(aof=True, appendfsync="always") as primary:
+        replica = standalone(aof=True, appendfsync="always", replicaof=f"127.0.0.1 {primary.port}").start()
+        try:
+            _wait(lambda: replica.client().info("replication").get("master_link_status") == "up", "replica")
+            client = cell_client(RedisEndpoint(url=primary.url))
+            flow = p0_flow(31, 1500)
+            submit_all(client, flow)
+            c = conductor(client, durability=durability, batch_size=37)
+            staged = []
+            original = c._step_pipelined
+
+            def step(*args):  # type: ignore[no-untyped-def]
+                n = original(*args)
+                staged.append(c._next_batch is not None)
+                return n
+
+            c._step_pipelined = step  # type: ignore[method-assign]
+            pipelined(c)
+            assert sum(staged) > 5, "batches were matched while the one before was committed"
+            assert projected(stream_events(client)) == reference_events(flow)
+            info = client.xinfo_groups(KEYS.commands)[0]
+            assert (info["pending"], info["entries-read"]) == (0, len(flow)), "every batch acknowledged"
+        finally:
+            replica.stop()
+
+
+def test_pipelined_gives_the_same_events_state_and_records_as_one_batch_at_a_time() -> None:
+    from sessionstore.embedded import standalone
+
+    flow = p0_flow(13, 800)
+    results = []
+    for run in (run_until_idle, pipelined):
+        with standalone() as server:
+            client = cell_client(RedisEndpoint(url=server.url))
+            submit_all(client, flow)
+            run(conductor(client, batch_size=50))
+            events = [(e.event_id, e.type, e.payload) for e in stream_events(client)]
+            processed = {k: client.get(k) for k in client.scan_iter(KEYS.processed_command("*"))}
+            results.append((events, book_state(client), processed))
+    assert results[0] == results[1]
+
+
+def test_pipelined_a_command_repeated_in_the_next_batch_is_a_duplicate(valkey: ValkeyProcess) -> None:
+    """Batch k+1's dedup reads may run before batch k's EXEC: k's commands count as processed."""
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    flow = p0_flow(17, 120)[:40]
+    submit_all(client, flow[:20])
+    submit_all(client, flow[:20])  # the same commands again (a gateway resending): batch 2
+    submit_all(client, flow[20:])
+    c = conductor(client, batch_size=20)
+    pipelined(c)
+    assert projected(stream_events(client)) == reference_events(flow)
+    assert c.metrics.duplicate_commands._value.get() == 20
+
+
+@pytest.mark.parametrize("point", ["after-reads", "before-exec", "after-exec", "after-durability"])
+def test_pipelined_crash_at_any_point_then_redelivery_gives_no_double_fill_and_no_lost_order(
+        valkey: ValkeyProcess, point: str) -> None:
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    flow = p0_flow(5, 600)
+    submit_all(client, flow)
+    seen = {"n": 0}
+
+    def crash(at: str) -> None:
+        if at == point:
+            seen["n"] += 1
+            if seen["n"] == 4:  # by then a batch is in flight while the next is matched
+                raise SimulatedCrash(at)
+
+    first = conductor(client, batch_size=40, fault=crash, lease_ttl_ms=300)
+    with pytest.raises(SimulatedCrash):
+        pipelined(first)
+    time.sleep(0.35)
+    second = conductor(client, batch_size=40)
+    pipelined(second)
+    assert projected(stream_events(client)) == reference_events(flow)
+    assert client.xpending(KEYS.commands, "matching-conductor")["pending"] == 0
+    assert second.metrics.duplicate_commands._value.get() == 0
+
+
+def test_pipelined_a_takeover_while_a_batch_is_staged_fences_its_commit(valkey: ValkeyProcess) -> None:
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    other = cell_client(RedisEndpoint(url=valkey.url))
+    flow = p0_flow(19, 400)[:120]
+    submit_all(client, flow)
+    a = conductor(client, batch_size=40, lease_ttl_ms=400)
+    with own_connection(client):
+        a.step(block_ms=10)  # the first batch, one at a time (own pending was read first)
+        assert a.step(block_ms=10) == 40 and a._next_batch is not None, "the second committed, the third staged"
+        other.delete(KEYS.conductor_lease)  # a's lease ran out while it was matched
+        successor = conductor(other, batch_size=40)
+        assert successor.try_lease()
+        a.lease._valid_until += 10  # a still believes it holds the lease
+        with pytest.raises(LeaseLost):
+            a.step(block_ms=10)  # its WATCH, taken right after the first batch's EXEC, fails the second's
+    assert not a.has_lease
+    run_until_idle(successor)
+    assert projected(stream_events(client)) == reference_events(flow)
+    assert successor.metrics.duplicate_commands._value.get() == 0, "the staged batch was never written"
+
+
+def test_pipelined_our_own_renewal_does_not_fence_the_staged_batch(valkey: ValkeyProcess) -> None:
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    flow = p0_flow(23, 400)[:120]
+    submit_all(client, flow)
+    c = conductor(client, batch_size=40)
+    with own_connection(client):
+        c.step(block_ms=10)
+        c.step(block_ms=10)
+        assert c._next_batch is not None
+        c.lease._renewed_at -= c.lease.renew_s  # a renewal is due: PEXPIRE on the key the batch WATCHes
+        assert c.step(block_ms=10) == 40 and c.has_lease
+    assert projected(stream_events(client)) == reference_events(flow)
+
+
+def test_pipelined_a_clean_stop_commits_the_staged_batch(valkey: ValkeyProcess) -> None:
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    flow = p0_flow(29, 400)[:120]
+    submit_all(client, flow)
+    c = conductor(client, batch_size=40)
+    with own_connection(client):
+        c.step(block_ms=10)
+        c.step(block_ms=10)
+        assert c._next_batch is not None
+        c.finish()
+    assert projected(stream_events(client)) == reference_events(flow)
+    assert client.xpending(KEYS.commands, "matching-conductor")["pending"] == 0
+
+
+def test_pipelined_dedup_counts_the_batch_in_flight_as_processed(valkey: ValkeyProcess) -> None:
+    """The race the pipelined loop allows, forced: batch k+1's dedup reads ran before batch k's
+    EXEC, so they found no records; k's command ids and accepted orders still make k+1's
+    repeats duplicates, and nothing of them is applied twice."""
+    from matching.conductor import _Batch
+
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    c = conductor(client)
+    assert c.try_lease()
+    c.rebuild()
+    flow = [cmd for cmd in p0_flow(37, 200) if isinstance(cmd, PlaceOrder)][:6]
+    # in flight: the first three commands, and (under another command id) the fourth's order
+    in_flight = _Batch([], flow[:3], [], {cmd.command_id for cmd in flow[:3]},
+                       {flow[3].order.order_id: b"an-earlier-command"})
+    staged = c._match(flow, [None] * (2 * len(flow)), in_flight)  # the reads saw none of it
+    assert c.metrics.duplicate_commands._value.get() == 3
+    assert [(s.command_id, s.result.status) for s in staged][0] == (flow[3].command_id, "duplicate-order")
+    assert [s.command_id for s in staged[1:]] == [cmd.command_id for cmd in flow[4:]]
