@@ -401,15 +401,23 @@ class Conductor:
                     return 0
                 batch = self._stage(entries, partial(self._fenced_lookup, conn), None)
             self._point("before-exec")
-            expected = self._send_commit(conn, batch)
-            if not self.durability.is_memory:
-                self._early = read_replies(conn, expected)  # (``_send_commit``: why not later)
+            memory = self.durability.is_memory
             failed: BaseException | None = None
             entries = []
-            try:
-                entries = self._read_ahead(stream)
-            except BaseException as exc:  # noqa: BLE001 (k's reply is read first, then this is raised)
-                failed = exc
+            ahead = 0
+            if memory:  # the read-ahead first: the server takes it before k's transaction, not after
+                try:
+                    ahead = self._send_read_ahead(stream)
+                except BaseException as exc:  # noqa: BLE001 (k is still committed, then this is raised)
+                    failed = exc
+            expected = self._send_commit(conn, batch)
+            if not memory:
+                self._early = read_replies(conn, expected)  # (``_send_commit``: why not later)
+            if failed is None:
+                try:
+                    entries = self._read_ahead_replies(ahead or self._send_read_ahead(stream))
+                except BaseException as exc:  # noqa: BLE001 (k's reply is read first, then this is raised)
+                    failed = exc
             if not self.durability.is_memory:
                 expected = self._send_wait(conn)
             if failed is None and entries:
@@ -474,14 +482,29 @@ class Conductor:
             raise replies
         return cast(list[Any], replies)
 
-    def _read_ahead(self, stream: str) -> list[tuple[bytes, dict[bytes, bytes] | None]]:
-        """The next batch, not waiting for one, on the second connection (with the XACK of a
-        durable batch, as ``_read``). Sent once: a lost reply leaves it pending, read first."""
+    def _send_read_ahead(self, stream: str) -> int:
+        """Ask for the next batch, not waiting for one, on the second connection (with the XACK
+        of a durable batch, as ``_read``). Sent once: a lost reply leaves it pending, read
+        first. Returns how many replies to read (``_read_ahead_replies``)."""
         commands: list[tuple[Any, ...]] = []
         if self._durable_unacked:
             commands.append(("XACK", stream, GROUP, *self._durable_unacked))
         commands.append(read_group_command(GROUP, CONSUMER, stream, ">", self.batch_size))
-        replies = self._reader_exchange(commands)
+        if self._reader is None:
+            self._reader = new_connection(self.client)
+        try:
+            self._reader.connect()
+            return self._send(self._reader, commands)
+        except BaseException:
+            self._reader.disconnect()
+            raise
+
+    def _read_ahead_replies(self, expected: int) -> list[tuple[bytes, dict[bytes, bytes] | None]]:
+        try:
+            replies = read_replies(self._reader, expected)
+        except BaseException:
+            self._reader.disconnect()
+            raise
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
