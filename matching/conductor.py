@@ -402,10 +402,14 @@ class Conductor:
                 batch = self._stage(entries, partial(self._fenced_lookup, conn), None)
             self._point("before-exec")
             memory = self.durability.is_memory
+            # Read ahead only behind a full batch: one that drained the stream says the next read
+            # would most likely find nothing, and at low rates that read was one round trip
+            # more per order (unloaded p50 about +0.25 ms, 3 alternating runs at 100 orders/s).
+            wanted = len(batch.entries) >= self.batch_size
             failed: BaseException | None = None
             entries = []
             ahead = 0
-            if memory:  # the read-ahead first: the server takes it before k's transaction, not after
+            if memory and wanted:  # the read-ahead first: the server takes it before k's transaction
                 try:
                     ahead = self._send_read_ahead(stream)
                 except BaseException as exc:  # noqa: BLE001 (k is still committed, then this is raised)
@@ -413,7 +417,7 @@ class Conductor:
             expected = self._send_commit(conn, batch)
             if not memory:
                 self._early = read_replies(conn, expected)  # (``_send_commit``: why not later)
-            if failed is None:
+            if failed is None and wanted:
                 try:
                     entries = self._read_ahead_replies(ahead or self._send_read_ahead(stream))
                 except BaseException as exc:  # noqa: BLE001 (k's reply is read first, then this is raised)
