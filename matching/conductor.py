@@ -744,14 +744,7 @@ class Conductor:
         # with the lease's WATCH and check (standalone, Sentinel), so the commit is one more.
         lookups = self._dedup_keys(commands)
         if conn is not None:
-            try:
-                read = fenced_read(conn, self.keys, self.token, *([("MGET", *lookups)] if lookups else []))
-            except FencedOut as exc:
-                self._lose(str(exc))
-                raise LeaseLost(f"partition {self.partition}: {exc}") from None
-            replies = read[0] if lookups else []
-            if isinstance(replies, Exception):
-                raise replies
+            replies = self._fenced_lookup(conn, lookups)
         else:
             replies = self._read_many(lookups) if lookups else []
         self._point("after-reads")

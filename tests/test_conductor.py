@@ -6,6 +6,9 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -43,6 +46,28 @@ def book_state(client) -> dict:  # type: ignore[no-untyped-def]
     return state
 
 
+@contextmanager
+def primary_with_replica() -> Iterator[tuple[Any, ValkeyProcess]]:
+    """aof-replicated's datastore: a primary and its replica, both appendfsync always; the
+    primary's conductor client and the replica."""
+    from sessionstore.embedded import _wait, standalone
+
+    with standalone(aof=True, appendfsync="always") as primary:
+        replica = standalone(aof=True, appendfsync="always", replicaof=f"127.0.0.1 {primary.port}").start()
+        try:
+            _wait(lambda: replica.client().info("replication").get("master_link_status") == "up", "replica")
+            yield cell_client(RedisEndpoint(url=primary.url)), replica
+        finally:
+            replica.stop()
+
+
+def pipelined(c: Conductor, steps: int = 10_000) -> int:
+    """Run ``c`` as ``Conductor.run`` does: with a connection of its own, so the pipelined loop
+    (batch k+1 read and matched while batch k's transaction is on its way) is the one taken."""
+    with own_connection(c.client):  # as Conductor.run holds it
+        return run_until_idle(c, steps)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_random_flows_through_valkey_match_the_reference(valkey: ValkeyProcess, seed: int) -> None:
     client = cell_client(RedisEndpoint(url=valkey.url))
@@ -68,9 +93,10 @@ def test_group_commit_gives_the_same_events_and_state_as_one_at_a_time() -> None
     assert results[0] == results[1]
 
 
+@pytest.mark.parametrize("run", [run_until_idle, pipelined], ids=["one-batch", "pipelined"])
 @pytest.mark.parametrize("point", ["after-reads", "before-exec", "after-exec", "after-durability"])
 def test_crash_at_any_point_then_redelivery_gives_no_double_fill_and_no_lost_order(valkey: ValkeyProcess,
-                                                                                  point: str) -> None:
+                                                                                  point: str, run: Any) -> None:
     client = cell_client(RedisEndpoint(url=valkey.url))
     flow = p0_flow(5, 600)
     submit_all(client, flow)
@@ -79,16 +105,16 @@ def test_crash_at_any_point_then_redelivery_gives_no_double_fill_and_no_lost_ord
     def crash(at: str) -> None:
         if at == point:
             batches["n"] += 1
-            if batches["n"] == 3:
+            if batches["n"] == 4:  # (pipelined: by then a batch is in flight while the next is matched)
                 raise SimulatedCrash(at)
 
     first = conductor(client, batch_size=40, fault=crash, lease_ttl_ms=300)
     with pytest.raises(SimulatedCrash):
-        run_until_idle(first)
+        run(first)
     # The first conductor is dead: its lease runs out, a successor takes over.
     time.sleep(0.35)
     second = conductor(client, batch_size=40)
-    run_until_idle(second)
+    run(second)
     assert projected(stream_events(client)) == reference_events(flow)
     assert client.xpending(KEYS.commands, "matching-conductor")["pending"] == 0
     # A batch that had committed was acknowledged in its own transaction: nothing of it is
@@ -503,86 +529,57 @@ def test_ready_needs_the_lease_and_a_loop_that_turns(valkey: ValkeyProcess) -> N
 
 
 def test_aof_replicated_acknowledges_each_batch_once_a_replica_confirmed_it() -> None:
-    from sessionstore.embedded import _wait, standalone
-
-    with standalone(aof=True, appendfsync="always") as primary:
-        replica = standalone(aof=True, appendfsync="always", replicaof=f"127.0.0.1 {primary.port}").start()
-        try:
-            _wait(lambda: replica.client().info("replication").get("master_link_status") == "up", "replica")
-            client = cell_client(RedisEndpoint(url=primary.url))
-            flow = p0_flow(23, 300)
-            submit_all(client, flow)
-            c = conductor(client, durability="aof-replicated", batch_size=40)
-            run_until_idle(c)
-            assert projected(stream_events(client)) == reference_events(flow)
-            info = client.xinfo_groups(KEYS.commands)[0]
-            assert (info["pending"], info["entries-read"]) == (0, len(flow)), "every batch acknowledged"
-            assert projected(stream_events(replica.client())) == reference_events(flow), "and held by the replica"
-        finally:
-            replica.stop()
+    with primary_with_replica() as (client, replica):
+        flow = p0_flow(23, 300)
+        submit_all(client, flow)
+        c = conductor(client, durability="aof-replicated", batch_size=40)
+        run_until_idle(c)
+        assert projected(stream_events(client)) == reference_events(flow)
+        info = client.xinfo_groups(KEYS.commands)[0]
+        assert (info["pending"], info["entries-read"]) == (0, len(flow)), "every batch acknowledged"
+        assert projected(stream_events(replica.client())) == reference_events(flow), "and held by the replica"
 
 
 def test_aof_replicated_acknowledges_a_durable_batch_with_the_next_read_or_on_stop() -> None:
     """With appendfsync always, every round trip that writes waits for an fsync: the batch's XACK
     rides with the next read instead of costing one of its own, and a clean stop sends it."""
-    from sessionstore.embedded import _wait, standalone
-
-    with standalone(aof=True, appendfsync="always") as primary:
-        replica = standalone(aof=True, appendfsync="always", replicaof=f"127.0.0.1 {primary.port}").start()
-        try:
-            _wait(lambda: replica.client().info("replication").get("master_link_status") == "up", "replica")
-            client = cell_client(RedisEndpoint(url=primary.url))
-            flow = p0_flow(29, 120)
-            submit_all(client, flow[:40])
-            c = conductor(client, durability="aof-replicated", batch_size=40)
-            c.step(block_ms=10)
-            pending = lambda: client.xinfo_groups(KEYS.commands)[0]["pending"]  # noqa: E731
-            assert pending() == 40, "durable, acknowledged with the next read"
-            submit_all(client, flow[40:])
-            assert c.step(block_ms=10) == 40 and pending() == 40, "the first batch acknowledged, the second waits"
-            c.acknowledge_durable()
-            assert pending() == 0, "a clean stop acknowledges it"
-        finally:
-            replica.stop()
+    with primary_with_replica() as (client, replica):
+        flow = p0_flow(29, 120)
+        submit_all(client, flow[:40])
+        c = conductor(client, durability="aof-replicated", batch_size=40)
+        c.step(block_ms=10)
+        pending = lambda: client.xinfo_groups(KEYS.commands)[0]["pending"]  # noqa: E731
+        assert pending() == 40, "durable, acknowledged with the next read"
+        submit_all(client, flow[40:])
+        assert c.step(block_ms=10) == 40 and pending() == 40, "the first batch acknowledged, the second waits"
+        c.acknowledge_durable()
+        assert pending() == 0, "a clean stop acknowledges it"
 
 
 # --- the pipelined loop (Conductor.run holds a connection of its own: batch k+1 is read and
 # matched while batch k's transaction is on its way) ---------------------------------------
 
 
-def pipelined(c: Conductor, steps: int = 10_000) -> int:
-    with own_connection(c.client):  # as Conductor.run holds it
-        return run_until_idle(c, steps)
-
-
 @pytest.mark.parametrize("durability", ["memory", "aof-replicated"])
 def test_pipelined_random_flows_match_the_reference_with_batches_in_flight(durability: str) -> None:
-    from sessionstore.embedded import _wait, standalone
+    with primary_with_replica() as (client, replica):
+        flow = p0_flow(31, 1500)
+        submit_all(client, flow)
+        c = conductor(client, durability=durability, batch_size=37)
+        staged = []
+        original = c._step_pipelined
 
-    with standalone(aof=True, appendfsync="always") as primary:
-        replica = standalone(aof=True, appendfsync="always", replicaof=f"127.0.0.1 {primary.port}").start()
-        try:
-            _wait(lambda: replica.client().info("replication").get("master_link_status") == "up", "replica")
-            client = cell_client(RedisEndpoint(url=primary.url))
-            flow = p0_flow(31, 1500)
-            submit_all(client, flow)
-            c = conductor(client, durability=durability, batch_size=37)
-            staged = []
-            original = c._step_pipelined
+        def step(*args):  # type: ignore[no-untyped-def]
+            n = original(*args)
+            staged.append(c._next_batch is not None)
+            return n
 
-            def step(*args):  # type: ignore[no-untyped-def]
-                n = original(*args)
-                staged.append(c._next_batch is not None)
-                return n
-
-            c._step_pipelined = step  # type: ignore[method-assign]
-            pipelined(c)
-            assert sum(staged) > 5, "batches were matched while the one before was committed"
-            assert projected(stream_events(client)) == reference_events(flow)
-            info = client.xinfo_groups(KEYS.commands)[0]
-            assert (info["pending"], info["entries-read"]) == (0, len(flow)), "every batch acknowledged"
-        finally:
-            replica.stop()
+        c._step_pipelined = step  # type: ignore[method-assign]
+        pipelined(c)
+        assert sum(staged) > 5, "batches were matched while the one before was committed"
+        assert projected(stream_events(client)) == reference_events(flow)
+        info = client.xinfo_groups(KEYS.commands)[0]
+        assert (info["pending"], info["entries-read"]) == (0, len(flow)), "every batch acknowledged"
 
 
 def test_pipelined_gives_the_same_events_state_and_records_as_one_batch_at_a_time() -> None:
@@ -614,40 +611,22 @@ def test_pipelined_a_command_repeated_in_the_next_batch_is_a_duplicate(valkey: V
     assert c.metrics.duplicate_commands._value.get() == 20
 
 
-@pytest.mark.parametrize("point", ["after-reads", "before-exec", "after-exec", "after-durability"])
-def test_pipelined_crash_at_any_point_then_redelivery_gives_no_double_fill_and_no_lost_order(
-        valkey: ValkeyProcess, point: str) -> None:
-    client = cell_client(RedisEndpoint(url=valkey.url))
-    flow = p0_flow(5, 600)
+@contextmanager
+def a_staged_batch(client: Any, seed: int, **kw: Any) -> Iterator[tuple[Conductor, list]]:
+    """A pipelined conductor with its third batch matched and staged, not yet committed."""
+    flow = p0_flow(seed, 400)[:120]
     submit_all(client, flow)
-    seen = {"n": 0}
-
-    def crash(at: str) -> None:
-        if at == point:
-            seen["n"] += 1
-            if seen["n"] == 4:  # by then a batch is in flight while the next is matched
-                raise SimulatedCrash(at)
-
-    first = conductor(client, batch_size=40, fault=crash, lease_ttl_ms=300)
-    with pytest.raises(SimulatedCrash):
-        pipelined(first)
-    time.sleep(0.35)
-    second = conductor(client, batch_size=40)
-    pipelined(second)
-    assert projected(stream_events(client)) == reference_events(flow)
-    assert client.xpending(KEYS.commands, "matching-conductor")["pending"] == 0
-    assert second.metrics.duplicate_commands._value.get() == 0
+    c = conductor(client, batch_size=40, **kw)
+    with own_connection(client):
+        c.step(block_ms=10)  # the first batch, one at a time (own pending was read first)
+        assert c.step(block_ms=10) == 40 and c._next_batch is not None, "the second committed, the third staged"
+        yield c, flow
 
 
 def test_pipelined_a_takeover_while_a_batch_is_staged_fences_its_commit(valkey: ValkeyProcess) -> None:
     client = cell_client(RedisEndpoint(url=valkey.url))
     other = cell_client(RedisEndpoint(url=valkey.url))
-    flow = p0_flow(19, 400)[:120]
-    submit_all(client, flow)
-    a = conductor(client, batch_size=40, lease_ttl_ms=400)
-    with own_connection(client):
-        a.step(block_ms=10)  # the first batch, one at a time (own pending was read first)
-        assert a.step(block_ms=10) == 40 and a._next_batch is not None, "the second committed, the third staged"
+    with a_staged_batch(client, 19, lease_ttl_ms=400) as (a, flow):
         other.delete(KEYS.conductor_lease)  # a's lease ran out while it was matched
         successor = conductor(other, batch_size=40)
         assert successor.try_lease()
@@ -662,13 +641,7 @@ def test_pipelined_a_takeover_while_a_batch_is_staged_fences_its_commit(valkey: 
 
 def test_pipelined_our_own_renewal_does_not_fence_the_staged_batch(valkey: ValkeyProcess) -> None:
     client = cell_client(RedisEndpoint(url=valkey.url))
-    flow = p0_flow(23, 400)[:120]
-    submit_all(client, flow)
-    c = conductor(client, batch_size=40)
-    with own_connection(client):
-        c.step(block_ms=10)
-        c.step(block_ms=10)
-        assert c._next_batch is not None
+    with a_staged_batch(client, 23) as (c, flow):
         c.lease._renewed_at -= c.lease.renew_s  # a renewal is due: PEXPIRE on the key the batch WATCHes
         assert c.step(block_ms=10) == 40 and c.has_lease
     assert projected(stream_events(client)) == reference_events(flow)
@@ -676,13 +649,7 @@ def test_pipelined_our_own_renewal_does_not_fence_the_staged_batch(valkey: Valke
 
 def test_pipelined_a_clean_stop_commits_the_staged_batch(valkey: ValkeyProcess) -> None:
     client = cell_client(RedisEndpoint(url=valkey.url))
-    flow = p0_flow(29, 400)[:120]
-    submit_all(client, flow)
-    c = conductor(client, batch_size=40)
-    with own_connection(client):
-        c.step(block_ms=10)
-        c.step(block_ms=10)
-        assert c._next_batch is not None
+    with a_staged_batch(client, 29) as (c, flow):
         c.finish()
     assert projected(stream_events(client)) == reference_events(flow)
     assert client.xpending(KEYS.commands, "matching-conductor")["pending"] == 0
