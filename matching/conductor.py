@@ -40,7 +40,8 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol, cast
@@ -226,7 +227,6 @@ class Conductor:
         # one before it was committed, and a second connection that reads it meanwhile.
         self._next_batch: _Batch | None = None
         self._reader: Any = None
-        self._early: list[Any] = []  # aof-replicated: the transaction's replies, read before WAITAOF's
         self._wait_deadline = 0.0  # aof-replicated: when the batch in flight's WAITAOF gives up
 
     # --- boot and lease ---------------------------------------------------------------
@@ -356,13 +356,21 @@ class Conductor:
         acknowledged (aof-replicated), is acknowledged in the same round trip, before it."""
         if not self._durable_unacked:
             return read_group(self.client, GROUP, CONSUMER, stream, start, count, block_ms)
-        ack = ("XACK", stream, GROUP, *self._durable_unacked)
-        acked, raw = round_trip(self.client, [ack, read_group_command(GROUP, CONSUMER, stream, start, count, block_ms)])
-        for reply in (acked, raw):
+        return self._read_entries(round_trip(self.client, self._read_commands(stream, start, count, block_ms)))
+
+    def _read_commands(self, stream: str, start: str, count: int, block_ms: int | None = None
+                       ) -> list[tuple[Any, ...]]:
+        """XREADGROUP, behind the XACK of a durable batch that waits for it."""
+        ack = [("XACK", stream, GROUP, *self._durable_unacked)] if self._durable_unacked else []
+        return [*ack, read_group_command(GROUP, CONSUMER, stream, start, count, block_ms)]
+
+    def _read_entries(self, replies: list[Any]) -> Entries:
+        """The entries of ``_read_commands``' replies (the XACK's, if any, checked first)."""
+        for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
         self._durable_unacked = []
-        return read_group_entries(raw)
+        return read_group_entries(replies[-1])
 
     def acknowledge_durable(self) -> None:
         """Acknowledge the last batch if it waits for the next read to be (on a clean stop)."""
@@ -415,21 +423,20 @@ class Conductor:
                 except BaseException as exc:  # noqa: BLE001 (k is still committed, then this is raised)
                     failed = exc
             expected = self._send_commit(conn, batch)
-            if not memory:
-                self._early = read_replies(conn, expected)  # (``_send_commit``: why not later)
+            early = [] if memory else read_replies(conn, expected)  # (``_send_commit``: why not later)
             if failed is None and wanted:
                 try:
                     entries = self._read_ahead_replies(ahead or self._send_read_ahead(stream))
                 except BaseException as exc:  # noqa: BLE001 (k's reply is read first, then this is raised)
                     failed = exc
-            if not self.durability.is_memory:
+            if not memory:
                 expected = self._send_wait(conn)
             if failed is None and entries:
                 try:
                     following = self._stage(entries, self._reader_lookup, batch)
                 except BaseException as exc:  # noqa: BLE001 (likewise)
                     failed, following = exc, None
-            self._receive_commit(conn, batch, expected)
+            self._receive_commit(conn, batch, early, expected)
             if failed is not None:
                 if isinstance(failed, Exception) and not isinstance(failed, (RedisError, PoisonCommand)):
                     self._suspect(entries, failed)
@@ -468,12 +475,16 @@ class Conductor:
             raise replies
         return cast(list[Any], replies)
 
-    def _reader_exchange(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+    @contextmanager
+    def _on_reader(self) -> Iterator[Any]:
+        """The second connection (opened on first use; ``checked_out`` would hand back the
+        commit connection). After any error it is disconnected, so its next use starts on a
+        clean socket, never behind an unread reply."""
         if self._reader is None:
             self._reader = new_connection(self.client)
         try:
             self._reader.connect()
-            return exchange(self._reader, commands)
+            yield self._reader
         except BaseException:
             self._reader.disconnect()
             raise
@@ -481,7 +492,8 @@ class Conductor:
     def _reader_lookup(self, keys: list[str]) -> list[Any]:
         if not keys:
             return []
-        [replies] = self._reader_exchange([("MGET", *keys)])
+        with self._on_reader() as reader:
+            [replies] = exchange(reader, [("MGET", *keys)])
         if isinstance(replies, Exception):
             raise replies
         return cast(list[Any], replies)
@@ -490,30 +502,13 @@ class Conductor:
         """Ask for the next batch, not waiting for one, on the second connection (with the XACK
         of a durable batch, as ``_read``). Sent once: a lost reply leaves it pending, read
         first. Returns how many replies to read (``_read_ahead_replies``)."""
-        commands: list[tuple[Any, ...]] = []
-        if self._durable_unacked:
-            commands.append(("XACK", stream, GROUP, *self._durable_unacked))
-        commands.append(read_group_command(GROUP, CONSUMER, stream, ">", self.batch_size))
-        if self._reader is None:
-            self._reader = new_connection(self.client)
-        try:
-            self._reader.connect()
-            return self._send(self._reader, commands)
-        except BaseException:
-            self._reader.disconnect()
-            raise
+        with self._on_reader() as reader:
+            return self._send(reader, self._read_commands(stream, ">", self.batch_size))
 
-    def _read_ahead_replies(self, expected: int) -> list[tuple[bytes, dict[bytes, bytes] | None]]:
-        try:
-            replies = read_replies(self._reader, expected)
-        except BaseException:
-            self._reader.disconnect()
-            raise
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
-        self._durable_unacked = []
-        return read_group_entries(replies[-1])
+    def _read_ahead_replies(self, expected: int) -> Entries:
+        with self._on_reader() as reader:
+            replies = read_replies(reader, expected)
+        return self._read_entries(replies)
 
     def _send_commit(self, conn: Any, batch: _Batch) -> int:
         """Batch k's transaction (or, with only duplicates, the XACK of its entries in memory
@@ -549,13 +544,12 @@ class Conductor:
         conn.send_packed_command([b"".join(pack(*c) for c in commands)], check_health=False)
         return len(commands)
 
-    def _receive_commit(self, conn: Any, batch: _Batch, expected: int) -> None:
-        """Batch k's replies: its transaction applied, durable as the policy asks, the lease
+    def _receive_commit(self, conn: Any, batch: _Batch, early: list[Any], expected: int) -> None:
+        """Batch k's replies (``early``: those already read — the transaction's, in
+        aof-replicated mode): its transaction applied, durable as the policy asks, the lease
         still ours. Raises as the one-batch path does."""
         d = self.durability
-        replies = read_replies(conn, expected)  # ..., WATCH's +OK, GET's holder
-        if not d.is_memory:
-            replies, self._early = [*self._early, *replies], []
+        replies = [*early, *read_replies(conn, expected)]  # ..., WATCH's +OK, GET's holder
         at = 0
         if batch.writes:
             at = len(batch.writes) + 2
@@ -605,10 +599,10 @@ class Conductor:
         if self._next_batch is not None and conn is not None and self.has_lease:
             batch, self._next_batch = self._next_batch, None
             expected = self._send_commit(conn, batch)
+            early: list[Any] = []
             if not self.durability.is_memory:
-                self._early = read_replies(conn, expected)
-                expected = self._send_wait(conn)
-            self._receive_commit(conn, batch, expected)
+                early, expected = read_replies(conn, expected), self._send_wait(conn)
+            self._receive_commit(conn, batch, early, expected)
         self._next_batch = None
         self.acknowledge_durable()
 
