@@ -16,13 +16,15 @@ stale; the next step rebuilds it from Redis, and redelivery finds the processed-
 record if the commit had landed. Batching many commands into one
 transaction with one WAITAOF is the group commit; results equal one-at-a-time.
 
-Pipelined (``run``, standalone or Sentinel, nothing pending to work off): batch k's
-transaction goes out and, before its reply is read, batch k+1 is read on a second connection,
-its dedup records looked up there and it is matched and staged; k+1 is sent in the next turn,
-once k is confirmed, on the same connection, under a WATCH taken right after k's EXEC. The
-datastore's work on k (the transaction; in ``aof-replicated`` mode the replica's fsync) overlaps
-the matching of k+1; commits stay in order, one at a time. Any failure drops k+1 with the
-mirror, and both batches are read again from the pending list.
+Pipelined (``run``, standalone or Sentinel, nothing pending to work off): behind a full
+batch k, batch k+1 is read on a second connection with a plain XREAD past k (it writes
+nothing: no fsync, no pending list to replicate) and its dedup read is sent there just before
+k's transaction goes out; k+1 is matched and staged while the datastore commits k, and sent in
+the next turn, once k is confirmed, on the same connection, under a WATCH taken right after
+k's EXEC. Its transaction moves the consumer group's cursor past it (XGROUP SETID, with the
+entries-read count), so a read-ahead batch is delivered exactly when it is committed. Commits
+stay in order, one at a time. Any failure drops k+1 with the mirror, and both are read again
+(pending, or not yet past the cursor) before anything newer.
 
 Poison: one bad command must never stop the partition. An entry that cannot be read is
 moved to ``:commands:dead-letter`` with the reason in the batch's own transaction; a
@@ -52,7 +54,6 @@ from sessionstore.connection import (
     RedisClient,
     checked_out,
     command_on,
-    exchange,
     is_cluster,
     new_connection,
     own_connection,
@@ -92,6 +93,7 @@ from .storage import (
     commit_watched,
     ensure_group,
     fenced_read,
+    group_entries_read,
     pack,
     partition_command,
     read_group,
@@ -178,6 +180,8 @@ class _Batch:
     writes: list[tuple[Any, ...]]  # the transaction's commands (``commit_commands``), maybe none
     command_ids: set[str]  # for the next batch's dedup: its reads may run before this commit
     accepted: dict[str, bytes]  # order id → command id that accepted it, likewise
+    read_ahead: bool = False  # read past the group (XREAD): its commit moves the group's cursor
+    entries_read: int | None = None  # the group's entries-read once committed, if known (``_stage``)
 
 
 class Conductor:
@@ -390,14 +394,16 @@ class Conductor:
         return owned_connection(self.client)
 
     def _step_pipelined(self, conn: Any, stream: str, block_ms: int) -> int:
-        """Send batch k's transaction (and WAITAOF), then — before its reply — read batch k+1
-        on a second connection, look up its dedup records there and match and stage it; then
-        read k's reply. The datastore's work on k (the transaction, the fsyncs, a replica's
-        acknowledgement) overlaps ours on k+1. The order of commits is unchanged: k+1 is sent
-        only once k is confirmed, in the next step, on the same connection, fenced by a WATCH
-        taken right after k's EXEC. k+1's dedup reads may run before k's EXEC: k's command and
-        order ids count as processed for it. If k fails, k+1 (matched on top of it) is
-        dropped with the mirror; both stay pending and are read again first."""
+        """Read batch k+1 on a second connection (past the group: ``_send_read_ahead``), send
+        its dedup read there and batch k's transaction right behind it, then match and stage
+        k+1 while the datastore works on k (the transaction, the fsyncs; in aof-replicated
+        mode WAITAOF goes out once k's EXEC has answered, and the replica's part overlaps too
+        when k+1's reads came back first); then read k's replies. The order of commits is
+        unchanged: k+1 is sent only once k is confirmed, in the next step, on the same
+        connection, fenced by a WATCH taken right after k's EXEC. k+1's dedup reads run before
+        k's EXEC: k's command and order ids count as processed for it. If k fails, k+1
+        (matched on top of it) is dropped with the mirror; neither moved the group's cursor
+        past it nor was acknowledged, so both are read again before anything newer."""
         started = time.perf_counter()
         batch = self._next_batch
         self._next_batch = None
@@ -407,35 +413,45 @@ class Conductor:
                 entries = self._read(stream, ">", self.batch_size, block_ms)
                 if not entries:
                     return 0
-                batch = self._stage(entries, partial(self._fenced_lookup, conn), None)
+                batch = self._stage(entries, partial(self._fenced_lookup, conn), None, read_ahead=False)
             self._point("before-exec")
             memory = self.durability.is_memory
             # Read ahead only behind a full batch: one that drained the stream says the next read
             # would most likely find nothing, and at low rates that read was one round trip
             # more per order (unloaded p50 about +0.25 ms, 3 alternating runs at 100 orders/s).
-            wanted = len(batch.entries) >= self.batch_size
             failed: BaseException | None = None
             entries = []
-            ahead = 0
-            if memory and wanted:  # the read-ahead first: the server takes it before k's transaction
+            entries_read: int | None = None
+            if len(batch.entries) >= self.batch_size:
                 try:
-                    ahead = self._send_read_ahead(stream)
+                    entries, entries_read = self._read_ahead_replies(self._send_read_ahead(stream, batch), batch)
                 except BaseException as exc:  # noqa: BLE001 (k is still committed, then this is raised)
                     failed = exc
-            expected = self._send_commit(conn, batch)
-            early = [] if memory else read_replies(conn, expected)  # (``_send_commit``: why not later)
-            if failed is None and wanted:
-                try:
-                    entries = self._read_ahead_replies(ahead or self._send_read_ahead(stream))
-                except BaseException as exc:  # noqa: BLE001 (k's reply is read first, then this is raised)
-                    failed = exc
-            if not memory:
-                expected = self._send_wait(conn)
+            sent: list[int] = []  # how many replies k's transaction has coming, once it is sent
+
+            def lookup_then_commit(keys: list[str]) -> list[Any]:
+                """k+1's dedup read goes out just before k's transaction: the server answers it
+                first instead of after k's EXEC (and, aof-replicated, its fsync), and k+1 is
+                matched while k commits."""
+                with self._on_reader() as reader:
+                    if keys:
+                        self._send(reader, [("MGET", *keys)])
+                    sent.append(self._send_commit(conn, batch))
+                    [replies] = read_replies(reader, 1) if keys else [[]]
+                if isinstance(replies, Exception):
+                    raise replies
+                return cast(list[Any], replies)
+
             if failed is None and entries:
                 try:
-                    following = self._stage(entries, self._reader_lookup, batch)
+                    following = self._stage(entries, lookup_then_commit, batch, read_ahead=True,
+                                            entries_read=entries_read)
                 except BaseException as exc:  # noqa: BLE001 (likewise)
                     failed, following = exc, None
+            expected = sent[0] if sent else self._send_commit(conn, batch)
+            early: list[Any] = []
+            if not memory:  # WAITAOF once the EXEC's reply is in (``_send_commit``: why)
+                early, expected = read_replies(conn, expected), self._send_wait(conn)
             self._receive_commit(conn, batch, early, expected)
             if failed is not None:
                 if isinstance(failed, Exception) and not isinstance(failed, (RedisError, PoisonCommand)):
@@ -451,17 +467,28 @@ class Conductor:
         return len(batch.entries)
 
     def _stage(self, entries: list[tuple[bytes, dict[bytes, bytes] | None]],
-               lookup: Callable[[list[str]], list[Any]], in_flight: _Batch | None) -> _Batch:
+               lookup: Callable[[list[str]], list[Any]], in_flight: _Batch | None, *, read_ahead: bool,
+               entries_read: int | None = None) -> _Batch:
+        """Parse, look up and match ``entries`` into a batch ready to commit. ``read_ahead``:
+        they were read past the consumer group (``_send_read_ahead``), so the commit itself
+        moves the group's cursor past them, fenced like the rest of it, with the group's
+        entries-read count when known (``entries_read``, with them: operators' XINFO lag stays
+        exact; unknown, Valkey estimates it again at the next group read); otherwise they were
+        delivered to us and are acknowledged (memory: in the commit; aof-replicated: once
+        durable, with the next read)."""
         assert self.cell is not None
         commands, dead = self._parse(entries)
         replies = lookup(self._dedup_keys(commands))
         self._point("after-reads")
         staged = self._match(commands, replies, in_flight)
-        ids = [entry_id for entry_id, _ in entries]
-        writes = commit_commands(self.keys, staged, self.cell.next_priority, dead,
-                                 (GROUP, ids if self.durability.is_memory else [])) if staged or dead else []
+        acked = [] if read_ahead or not self.durability.is_memory else [entry_id for entry_id, _ in entries]
+        writes = commit_commands(self.keys, staged, self.cell.next_priority, dead, (GROUP, acked)) if staged or dead else []
+        if read_ahead:
+            count = () if entries_read is None else ("ENTRIESREAD", entries_read)
+            writes.append(("XGROUP", "SETID", self.keys.commands, GROUP, entries[-1][0], *count))
         accepted = {s.accepted_order: s.command_id.encode() for s in staged if s.accepted_order}
-        return _Batch(entries, commands, writes, {c.command_id for c in commands}, accepted)
+        return _Batch(entries, commands, writes, {c.command_id for c in commands}, accepted, read_ahead,
+                      entries_read)
 
     def _fenced_lookup(self, conn: Any, keys: list[str]) -> list[Any]:
         """WATCH the lease, check it, and MGET ``keys``, on the commit connection."""
@@ -489,26 +516,31 @@ class Conductor:
             self._reader.disconnect()
             raise
 
-    def _reader_lookup(self, keys: list[str]) -> list[Any]:
-        if not keys:
-            return []
+    def _send_read_ahead(self, stream: str, behind: _Batch) -> int:
+        """Ask for the entries after ``behind``'s, not waiting for any, on the second connection
+        (behind the XACK of a durable batch, as ``_read``). A plain XREAD, not XREADGROUP: it
+        writes nothing, so in ``aof-replicated`` mode it costs no fsync and no replication of a
+        pending list (XREADGROUP propagates an XCLAIM an entry: measured, the read-ahead's round
+        trip was ~18 µs a command there), and the batch's own commit moves the group's cursor
+        past it (``XGROUP SETID`` in the transaction; ``_stage``). A batch dropped before its
+        commit was never delivered: the next read of ``>`` finds it again. Returns how many
+        replies to read (``_read_ahead_replies``). Behind a batch delivered through the group,
+        the group's entries-read count is asked for too (it counts ``behind``'s entries then,
+        and a read-ahead batch adds its own: the stream's entries are never deleted ahead of
+        the cursor)."""
+        ack = [("XACK", stream, GROUP, *self._durable_unacked)] if self._durable_unacked else []
+        count = [("XINFO", "GROUPS", stream)] if behind.entries_read is None else []
         with self._on_reader() as reader:
-            [replies] = exchange(reader, [("MGET", *keys)])
-        if isinstance(replies, Exception):
-            raise replies
-        return cast(list[Any], replies)
+            return self._send(reader, [*ack, *count, ("XREAD", "COUNT", self.batch_size, "STREAMS", stream,
+                                                      behind.entries[-1][0])])
 
-    def _send_read_ahead(self, stream: str) -> int:
-        """Ask for the next batch, not waiting for one, on the second connection (with the XACK
-        of a durable batch, as ``_read``). Sent once: a lost reply leaves it pending, read
-        first. Returns how many replies to read (``_read_ahead_replies``)."""
-        with self._on_reader() as reader:
-            return self._send(reader, self._read_commands(stream, ">", self.batch_size))
-
-    def _read_ahead_replies(self, expected: int) -> Entries:
+    def _read_ahead_replies(self, expected: int, behind: _Batch) -> tuple[Entries, int | None]:
+        """The entries read ahead, and the group's entries-read once they are committed."""
         with self._on_reader() as reader:
             replies = read_replies(reader, expected)
-        return self._read_entries(replies)
+        entries = self._read_entries(replies)
+        known = behind.entries_read if behind.entries_read is not None else group_entries_read(replies[-2], GROUP)
+        return entries, None if known is None else known + len(entries)
 
     def _send_commit(self, conn: Any, batch: _Batch) -> int:
         """Batch k's transaction (or, with only duplicates, the XACK of its entries in memory
@@ -521,13 +553,12 @@ class Conductor:
         elif d.is_memory:
             commands.append(("XACK", self.keys.commands, GROUP, *[entry_id for entry_id, _ in batch.entries]))
         if not d.is_memory:
-            # aof-replicated: the transaction's reply is read first, then the next batch read
-            # ahead, then WAITAOF goes out (``_send_wait``), in ``wait_aof``'s short slices, and
-            # the next batch is matched while it waits. WAITAOF sent with the EXEC, or while
-            # the read-ahead's writes (XREADGROUP, XACK) reached the replica, missed its first
-            # slice most of the time (a replica's ack can report the fsynced offset from before
-            # the write it waits for; one WAITAOF for the whole timeout then sat out a second):
-            # measured on Valkey 9.1, 7–8k commands/s that way against 11–14k this way.
+            # aof-replicated: WAITAOF goes out only once the transaction's reply is read
+            # (``_send_wait``), in ``wait_aof``'s short slices. WAITAOF sent with the EXEC, or
+            # while other writes of ours reached the replica, missed its first slice most of
+            # the time (a replica's ack can report the fsynced offset from before the write it
+            # waits for; one WAITAOF for the whole timeout then sat out a second): measured on
+            # Valkey 9.1, 7–8k commands/s that way against 11–14k this way.
             return self._send(conn, commands) if commands else 0
         return self._send(conn, [*commands, ("WATCH", self.keys.conductor_lease), ("GET", self.keys.conductor_lease)])
 
@@ -580,7 +611,8 @@ class Conductor:
                 self.metrics.failure("durability")
                 raise DurabilityFailed(f"WAITAOF {d.local_fsyncs} {d.replica_fsyncs} {d.timeout_ms} confirmed "
                                        f"local={waited[0]} replicas={waited[1]}")
-            self._durable_unacked += [entry_id for entry_id, _ in batch.entries]  # with the next read
+            if not batch.read_ahead:  # (a read-ahead batch's commit moved the group's cursor itself)
+                self._durable_unacked += [entry_id for entry_id, _ in batch.entries]  # with the next read
         self._point("after-durability")
         for cmd in batch.commands:
             self._poison.pop(cmd.command_id, None)  # recorded as processed now: never seen again

@@ -244,6 +244,20 @@ def _field_map(fields: list[bytes]) -> dict[bytes, bytes]:
     return dict(zip(pairs, pairs, strict=True))
 
 
+def group_entries_read(raw: Any, group: str) -> int | None:
+    """``group``'s entries-read in a raw XINFO GROUPS reply (RESP2 lists or RESP3 maps), or None
+    when the server does not know it (after an XGROUP SETID without ENTRIESREAD) or it failed."""
+    if isinstance(raw, Exception):
+        return None
+    for g in raw:
+        info: dict[Any, Any] = g if isinstance(g, dict) else _field_map(g)
+        info = {text(k): v for k, v in info.items()}
+        if text(info["name"]) == group:
+            value = info.get("entries-read")
+            return None if value is None else int(value)
+    return None
+
+
 def read_group_entries(raw: Any) -> Entries:
     """The entries of a raw XREADGROUP reply of one stream."""
     streams = read_groups_entries(raw)

@@ -579,7 +579,8 @@ def test_pipelined_random_flows_match_the_reference_with_batches_in_flight(durab
         assert sum(staged) > 5, "batches were matched while the one before was committed"
         assert projected(stream_events(client)) == reference_events(flow)
         info = client.xinfo_groups(KEYS.commands)[0]
-        assert (info["pending"], info["entries-read"]) == (0, len(flow)), "every batch acknowledged"
+        assert (info["pending"], info["entries-read"], info["lag"]) == (0, len(flow), 0), \
+            "every batch acknowledged or moved past, and the group's count exact for XINFO's lag"
 
 
 def test_pipelined_gives_the_same_events_state_and_records_as_one_batch_at_a_time() -> None:
@@ -621,6 +622,27 @@ def a_staged_batch(client: Any, seed: int, **kw: Any) -> Iterator[tuple[Conducto
         c.step(block_ms=10)  # the first batch, one at a time (own pending was read first)
         assert c.step(block_ms=10) == 40 and c._next_batch is not None, "the second committed, the third staged"
         yield c, flow
+
+
+def test_pipelined_a_batch_read_ahead_is_delivered_only_by_its_commit(valkey: ValkeyProcess) -> None:
+    """The read-ahead is a plain XREAD past the batch in flight: nothing is delivered to the group
+    (no pending entry, no fsync or replication of one) until the batch's own transaction moves
+    the group's cursor; a conductor that dies with it staged leaves it to its successor."""
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    with a_staged_batch(client, 23) as (c, flow):
+        staged = c._next_batch
+        assert staged is not None and staged.read_ahead
+        info = client.xinfo_groups(KEYS.commands)[0]
+        second = client.xrange(KEYS.commands, count=80)[-1][0]
+        assert (info["pending"], info["last-delivered-id"], info["entries-read"]) == (0, second, 80), \
+            "the staged third batch is not delivered"
+        c.lease._valid_until = 0  # it dies with the batch staged; its lease runs out
+        client.delete(KEYS.conductor_lease)
+    successor = conductor(client, batch_size=40)
+    run_until_idle(successor)
+    assert projected(stream_events(client)) == reference_events(flow)
+    info = client.xinfo_groups(KEYS.commands)[0]
+    assert (info["pending"], info["entries-read"], info["lag"]) == (0, 120, 0)
 
 
 def test_pipelined_a_takeover_while_a_batch_is_staged_fences_its_commit(valkey: ValkeyProcess) -> None:
