@@ -7,7 +7,8 @@
    that safe), so a dead or stalled predecessor's unpublished batch goes out first, at once.
 3. Never read ahead of this consumer's own pending entries: they are read (in stream order)
    before anything new, and every error path leaves the worker re-reading them.
-4. Otherwise XREADGROUP COUNT 100 BLOCK 1000.
+4. Otherwise XREADGROUP COUNT 250 BLOCK 1000 (seed 000 reads 100: 250 spreads each round trip's
+   and each turn's fixed cost over more events, ~10% more events/s in 5 alternating pairs).
 5. An entry that is not a valid envelope goes to the dead-letter stream in one MULTI
    (XADD, XACK, XDEL).
 6. In ``aof-replicated`` mode, publish nothing that is not durable: before each batch, a
@@ -55,7 +56,7 @@ log = logging.getLogger("matching.outbox")
 
 GROUP = "matching-outbox-v1"
 CLAIM_IDLE_MS = 30_000
-READ_COUNT = 100
+READ_COUNT = 250  # (module docstring, step 4)
 READ_BLOCK_MS = 1000
 BACKOFF_BASE_S = 0.1
 BACKOFF_CAP_S = 30.0

@@ -268,6 +268,6 @@ def test_in_aof_replicated_mode_nothing_is_published_before_it_is_durable() -> N
 def test_backlog_gauges_move_while_events_flow(valkey: ValkeyProcess) -> None:
     cell = valkey.client()
     add_events(cell, 250)
-    w = worker(cell, cell)
+    w = worker(cell, cell, read_count=100)
     assert w.step(block_ms=10) == 100  # a read that returned entries still updates the gauges
     assert w.metrics.stream_length._value.get() == 250
