@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from matching.conductor import BootRefused, Conductor, LeaseLost, SimulatedCrash
+from matching.conductor import BootRefused, Conductor, LeaseLost, PoisonCommand, SimulatedCrash
 from matching.config import Durability
 from matching.contracts import OrderPayload, OrderType, PlaceOrder, Side, parse_command
 from matching.domain import StpMode
@@ -445,6 +445,90 @@ def test_a_command_the_cell_fails_on_is_rejected_to_its_owner_and_never_applied_
     assert json.loads(client.get(KEYS.processed_command("boom")))["status"] == "rejected"
     assert client.zcard(KEYS.book(0, Side.BUY)) == 1 and client.zcard(KEYS.book(0, Side.SELL)) == 1
     assert c.ready()
+
+
+@pytest.mark.parametrize("durability", ["memory", "aof-replicated"])
+def test_pipelined_a_command_the_cell_fails_on_in_a_read_ahead_batch_is_rejected_once(
+        durability: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from matching.domain import Cell
+
+    real_apply = Cell.apply
+    calls: list[str] = []
+
+    def apply(self: Cell, command):  # type: ignore[no-untyped-def]
+        calls.append(command.command_id)
+        if command.command_id == "boom":
+            raise ZeroDivisionError("a domain bug")
+        return real_apply(self, command)
+
+    monkeypatch.setattr(Cell, "apply", apply)
+    with primary_with_replica() as (client, _):
+        good = [place(f"g{i}", f"o-g{i}") for i in range(9)]
+        submit_all(client, [*good[:6], place("boom", "o-boom"), *good[6:]])  # in the third batch: read ahead
+        c = conductor(client, durability=durability, batch_size=3)
+        failed_ahead = []
+        original = c._stage
+
+        def stage(entries, lookup, in_flight, **kw):  # type: ignore[no-untyped-def]
+            try:
+                return original(entries, lookup, in_flight, **kw)
+            except PoisonCommand:
+                failed_ahead.append(kw.get("read_ahead", False))
+                raise
+
+        c._stage = stage  # type: ignore[method-assign]
+        with own_connection(client):
+            run_like_the_loop(c)
+        assert failed_ahead[0], "the cell first failed on it in a batch read ahead"
+        events = {(e.payload.order_id, str(e.type)): e.payload for e in stream_events(client)}
+        assert events[("o-boom", "order.rejected")].reason == "cell-error"
+        assert all((f"o-g{i}", "order.accepted") in events for i in range(9))
+        assert calls.count("boom") == 1, "applied once, refused on the retry"
+        assert len(stream_events(client)) == 10, "nothing twice"
+        assert c.ready()
+
+
+@pytest.mark.parametrize("durability", ["memory", "aof-replicated"])
+def test_pipelined_a_read_ahead_batch_that_keeps_failing_is_narrowed_and_dead_lettered(
+        durability: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch read ahead (XREAD, never delivered to the group) that fails is read again
+    through the group and narrowed to the entry at fault as any other: the partition carries on."""
+    import matching.conductor as conductor_module
+
+    real = conductor_module.commit_commands
+
+    def commit(keys, staged, *args):  # type: ignore[no-untyped-def]
+        if any(s.command_id == "stuck" for s in staged):
+            raise ValueError("cannot stage this one")
+        return real(keys, staged, *args)
+
+    monkeypatch.setattr(conductor_module, "commit_commands", commit)
+    with primary_with_replica() as (client, _):
+        good = [place(f"g{i}", f"o-g{i}") for i in range(9)]
+        submit_all(client, [*good[:6], place("stuck", "o-stuck"), *good[6:]])  # the stuck one: in the third batch
+        c = conductor(client, durability=durability, batch_size=3)
+        staged_ahead = []
+        original = c._stage
+
+        def stage(entries, lookup, in_flight, **kw):  # type: ignore[no-untyped-def]
+            try:
+                return original(entries, lookup, in_flight, **kw)
+            except ValueError:
+                staged_ahead.append(kw.get("read_ahead", False))
+                raise
+
+        c._stage = stage  # type: ignore[method-assign]
+        with own_connection(client):  # as Conductor.run holds it: the pipelined loop
+            run_like_the_loop(c)
+        assert staged_ahead[0], "the stuck command first failed in a batch read ahead"
+        dead = client.xrange(KEYS.commands_dead_letter)
+        assert len(dead) == 1 and parse_command(dead[0][1][b"command"]).command_id == "stuck"
+        events = stream_events(client)
+        assert sorted((e.payload.order_id, str(e.type)) for e in events if str(e.type) != "command.refused") == \
+            sorted((f"o-g{i}", "order.accepted") for i in range(9)), "every other command accepted, once"
+        c.acknowledge_durable()
+        info = client.xinfo_groups(KEYS.commands)[0]
+        assert info["pending"] == 0 and info["lag"] == 0 and c.ready()
 
 
 def test_a_batch_that_keeps_failing_is_narrowed_to_the_entry_at_fault_which_is_dead_lettered(
