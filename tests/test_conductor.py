@@ -419,8 +419,8 @@ def test_a_command_whose_text_cannot_be_stored_is_dead_lettered_and_the_partitio
     assert client.get(KEYS.processed_command("bad")) is None and c.ready()
 
 
-def test_a_command_the_cell_fails_on_is_rejected_to_its_owner_and_never_applied_again(
-        valkey: ValkeyProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+def the_cell_fails_on(monkeypatch: pytest.MonkeyPatch, command_id: str) -> list[str]:
+    """``Cell.apply`` raises (a domain bug) for ``command_id``; returns every command id applied."""
     from matching.domain import Cell
 
     real_apply = Cell.apply
@@ -428,11 +428,47 @@ def test_a_command_the_cell_fails_on_is_rejected_to_its_owner_and_never_applied_
 
     def apply(self: Cell, command):  # type: ignore[no-untyped-def]
         calls.append(command.command_id)
-        if command.command_id == "boom":
+        if command.command_id == command_id:
             raise ZeroDivisionError("a domain bug")
         return real_apply(self, command)
 
     monkeypatch.setattr(Cell, "apply", apply)
+    return calls
+
+
+def staging_fails_on(monkeypatch: pytest.MonkeyPatch, command_id: str) -> None:
+    """Staging any batch that holds ``command_id`` raises ValueError."""
+    import matching.conductor as conductor_module
+
+    real = conductor_module.commit_commands
+
+    def commit(keys, staged, *args):  # type: ignore[no-untyped-def]
+        if any(s.command_id == command_id for s in staged):
+            raise ValueError("cannot stage this one")
+        return real(keys, staged, *args)
+
+    monkeypatch.setattr(conductor_module, "commit_commands", commit)
+
+
+def failures_read_ahead(c: Conductor, error: type[BaseException]) -> list[bool]:
+    """For each batch ``c`` fails to stage with ``error``: whether it had been read ahead."""
+    failed: list[bool] = []
+    original = c._stage
+
+    def stage(entries, lookup, in_flight, **kw):  # type: ignore[no-untyped-def]
+        try:
+            return original(entries, lookup, in_flight, **kw)
+        except error:
+            failed.append(kw.get("read_ahead", False))
+            raise
+
+    c._stage = stage  # type: ignore[method-assign]
+    return failed
+
+
+def test_a_command_the_cell_fails_on_is_rejected_to_its_owner_and_never_applied_again(
+        valkey: ValkeyProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = the_cell_fails_on(monkeypatch, "boom")
     client = cell_client(RedisEndpoint(url=valkey.url))
     c = conductor(client)
     submit_all(client, [place("first", "o-1"), place("boom", "o-boom"), place("last", "o-2", Side.SELL, 201)])
@@ -450,33 +486,12 @@ def test_a_command_the_cell_fails_on_is_rejected_to_its_owner_and_never_applied_
 @pytest.mark.parametrize("durability", ["memory", "aof-replicated"])
 def test_pipelined_a_command_the_cell_fails_on_in_a_read_ahead_batch_is_rejected_once(
         durability: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from matching.domain import Cell
-
-    real_apply = Cell.apply
-    calls: list[str] = []
-
-    def apply(self: Cell, command):  # type: ignore[no-untyped-def]
-        calls.append(command.command_id)
-        if command.command_id == "boom":
-            raise ZeroDivisionError("a domain bug")
-        return real_apply(self, command)
-
-    monkeypatch.setattr(Cell, "apply", apply)
+    calls = the_cell_fails_on(monkeypatch, "boom")
     with primary_with_replica() as (client, _):
         good = [place(f"g{i}", f"o-g{i}") for i in range(9)]
         submit_all(client, [*good[:6], place("boom", "o-boom"), *good[6:]])  # in the third batch: read ahead
         c = conductor(client, durability=durability, batch_size=3)
-        failed_ahead = []
-        original = c._stage
-
-        def stage(entries, lookup, in_flight, **kw):  # type: ignore[no-untyped-def]
-            try:
-                return original(entries, lookup, in_flight, **kw)
-            except PoisonCommand:
-                failed_ahead.append(kw.get("read_ahead", False))
-                raise
-
-        c._stage = stage  # type: ignore[method-assign]
+        failed_ahead = failures_read_ahead(c, PoisonCommand)
         with own_connection(client):
             run_like_the_loop(c)
         assert failed_ahead[0], "the cell first failed on it in a batch read ahead"
@@ -493,31 +508,12 @@ def test_pipelined_a_read_ahead_batch_that_keeps_failing_is_narrowed_and_dead_le
         durability: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch read ahead (XREAD, never delivered to the group) that fails is read again
     through the group and narrowed to the entry at fault as any other: the partition carries on."""
-    import matching.conductor as conductor_module
-
-    real = conductor_module.commit_commands
-
-    def commit(keys, staged, *args):  # type: ignore[no-untyped-def]
-        if any(s.command_id == "stuck" for s in staged):
-            raise ValueError("cannot stage this one")
-        return real(keys, staged, *args)
-
-    monkeypatch.setattr(conductor_module, "commit_commands", commit)
+    staging_fails_on(monkeypatch, "stuck")
     with primary_with_replica() as (client, _):
         good = [place(f"g{i}", f"o-g{i}") for i in range(9)]
         submit_all(client, [*good[:6], place("stuck", "o-stuck"), *good[6:]])  # the stuck one: in the third batch
         c = conductor(client, durability=durability, batch_size=3)
-        staged_ahead = []
-        original = c._stage
-
-        def stage(entries, lookup, in_flight, **kw):  # type: ignore[no-untyped-def]
-            try:
-                return original(entries, lookup, in_flight, **kw)
-            except ValueError:
-                staged_ahead.append(kw.get("read_ahead", False))
-                raise
-
-        c._stage = stage  # type: ignore[method-assign]
+        staged_ahead = failures_read_ahead(c, ValueError)
         with own_connection(client):  # as Conductor.run holds it: the pipelined loop
             run_like_the_loop(c)
         assert staged_ahead[0], "the stuck command first failed in a batch read ahead"
@@ -533,16 +529,7 @@ def test_pipelined_a_read_ahead_batch_that_keeps_failing_is_narrowed_and_dead_le
 
 def test_a_batch_that_keeps_failing_is_narrowed_to_the_entry_at_fault_which_is_dead_lettered(
         valkey: ValkeyProcess, monkeypatch: pytest.MonkeyPatch) -> None:
-    import matching.conductor as conductor_module
-
-    real = conductor_module.commit_commands
-
-    def commit(keys, staged, *args):  # type: ignore[no-untyped-def]
-        if any(s.command_id == "stuck" for s in staged):
-            raise ValueError("cannot stage this one")
-        return real(keys, staged, *args)
-
-    monkeypatch.setattr(conductor_module, "commit_commands", commit)
+    staging_fails_on(monkeypatch, "stuck")
     client = cell_client(RedisEndpoint(url=valkey.url))
     c = conductor(client)
     submit_all(client, [place("a", "o-a"), place("stuck", "o-stuck"), place("b", "o-b", Side.SELL, 201)])
