@@ -427,7 +427,8 @@ class Conductor:
                     entries, entries_read = self._read_ahead_replies(self._send_read_ahead(stream, batch), batch)
                 except BaseException as exc:  # noqa: BLE001 (k is still committed, then this is raised)
                     failed = exc
-            sent: list[int] = []  # how many replies k's transaction has coming, once it is sent
+            sending: list[bool] = []  # k's transaction was handed to the socket (maybe not all of it)
+            sent: list[int] = []  # how many replies it has coming, once sent
 
             def lookup_then_commit(keys: list[str]) -> list[Any]:
                 """k+1's dedup read goes out just before k's transaction: the server answers it
@@ -436,6 +437,7 @@ class Conductor:
                 with self._on_reader() as reader:
                     if keys:
                         self._send(reader, [("MGET", *keys)])
+                    sending.append(True)
                     sent.append(self._send_commit(conn, batch))
                     [replies] = read_replies(reader, 1) if keys else [[]]
                 if isinstance(replies, Exception):
@@ -448,6 +450,11 @@ class Conductor:
                                             entries_read=entries_read)
                 except BaseException as exc:  # noqa: BLE001 (likewise)
                     failed, following = exc, None
+            if sending and not sent:
+                # Sending k's transaction failed: never again on this connection, which redis-py
+                # would reconnect without the WATCH that fences it. k stays pending.
+                assert failed is not None
+                raise failed
             expected = sent[0] if sent else self._send_commit(conn, batch)
             early: list[Any] = []
             if not memory:  # WAITAOF once the EXEC's reply is in (``_send_commit``: why)

@@ -716,6 +716,41 @@ def test_pipelined_a_batch_read_ahead_is_delivered_only_by_its_commit(valkey: Va
     assert (info["pending"], info["entries-read"], info["lag"]) == (0, 120, 0)
 
 
+def test_pipelined_a_transaction_that_failed_to_go_out_is_never_sent_again(valkey: ValkeyProcess) -> None:
+    """Batch k's transaction leaves with k+1's dedup read; if sending it fails, the step fails
+    with it instead of sending it again (redis-py would reconnect without the fencing WATCH), and
+    the batches are read again and committed once."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    flow = p0_flow(37, 600)[:200]
+    submit_all(client, flow)
+    c = conductor(client, batch_size=40)
+    original = c._send_commit
+    calls: list[int] = []
+
+    def send_commit(conn, batch):  # type: ignore[no-untyped-def]
+        calls.append(len(batch.entries))
+        if len(calls) == 2:  # the second pipelined turn: k staged, k+1 read ahead
+            conn.disconnect()
+            raise RedisConnectionError("the socket broke while sending")
+        return original(conn, batch)
+
+    c._send_commit = send_commit  # type: ignore[method-assign]
+    with own_connection(client):
+        c.step(block_ms=10)  # own pending first: one batch at a time
+        c.step(block_ms=10)  # commits the second batch, stages the third
+        assert c._next_batch is not None
+        with pytest.raises(RedisConnectionError):
+            c.step(block_ms=10)
+        assert len(calls) == 2, "not sent a second time"
+        run_until_idle(c)
+    assert projected(stream_events(client)) == reference_events(flow)
+    assert c.metrics.duplicate_commands._value.get() == 0, "the failed transaction never landed"
+    info = client.xinfo_groups(KEYS.commands)[0]
+    assert (info["pending"], info["lag"]) == (0, 0)
+
+
 def test_pipelined_a_takeover_while_a_batch_is_staged_fences_its_commit(valkey: ValkeyProcess) -> None:
     client = cell_client(RedisEndpoint(url=valkey.url))
     other = cell_client(RedisEndpoint(url=valkey.url))
