@@ -7,6 +7,8 @@ FIX over a socket. Two measurements each:
   first report back;
 - latency: orders paced at ``--rate`` per second for ``--seconds``; p50/p99 of send → first report;
   for fixgw also at half the throughput it reached (below saturation) and at ``--low-rate``.
+Then, for the orders paced at ``--rate``, where their time went: the client's send and first
+report against the ids of each order's command entry and inbox event (``stages``).
 
     .venv/bin/python bench/e2e_bench.py [--orders 2000] [--rate 2000] [--seconds 5]
 """
@@ -23,11 +25,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from matching.contracts import PlaceOrder, parse_command, parse_event  # noqa: E402
+from matching.keys import PartitionKeys  # noqa: E402
 from sessionstore.embedded import free_port, standalone  # noqa: E402
+from sessionstore.keys import GatewayKey  # noqa: E402
 from tests.system_helpers import System, broker_missing, rabbitmq_vhost  # noqa: E402
 from tools.fixat import RawSession, fix_time  # noqa: E402
 
@@ -46,6 +52,7 @@ def client(port: int, orders: int, rate: float, seconds: float) -> None:
     tag = f"{time.time_ns() % 10**9}"
     sent: dict[str, float] = {}
     first: dict[str, float] = {}
+    wall: dict[str, list[float]] = {}  # paced orders: [sent, first report] on the wall clock (``stages``)
 
     def drain(until: float) -> None:
         while time.perf_counter() < until:
@@ -57,7 +64,10 @@ def client(port: int, orders: int, rate: float, seconds: float) -> None:
                 raise SystemExit("gateway closed the connection")
             if b"\x0135=8\x01" in msg or b"\x0135=D\x01" in msg:
                 cl = msg.split(b"\x0111=", 1)[1].split(b"\x01", 1)[0].decode()
-                first.setdefault(cl, time.perf_counter())
+                if cl not in first:
+                    first[cl] = time.perf_counter()
+                    if cl in wall:
+                        wall[cl].append(time.time())
 
     # throughput
     started = time.perf_counter()
@@ -79,13 +89,15 @@ def client(port: int, orders: int, rate: float, seconds: float) -> None:
         drain(due)
         cl = f"L{tag}-{i}"
         sent[cl] = time.perf_counter()
+        wall[cl] = [time.time()]
         paced.append(cl)
         order(cl)
     drain(time.perf_counter() + 3)
     lat = sorted((first[c] - sent[c]) * 1000 for c in paced if c in first)
     print(json.dumps({"throughput": throughput, "p50_ms": statistics.median(lat),
                       "p99_ms": lat[int(len(lat) * 0.99) - 1], "answered": len(lat), "paced": n,
-                      "achieved_rate": n / (time.perf_counter() - 3 - t0)}))
+                      "achieved_rate": n / (time.perf_counter() - 3 - t0),
+                      "wall": {cl: times for cl, times in wall.items() if len(times) == 2}}))
 
 
 def measure(port: int, args: argparse.Namespace, rate: float | None = None, orders: int | None = None
@@ -99,6 +111,38 @@ def measure(port: int, args: argparse.Namespace, rate: float | None = None, orde
     # The load generator shares the two cores with what it measures: its CPU is shown too.
     result["client_cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return result
+
+
+def stages(store: Any, namespace: str, wall: dict[str, list[float]]) -> dict[str, list[float]]:
+    """Where a paced order's time went, from the streams it crossed: the client's send and first
+    report (wall clock) against the ids of its command entry (appended by the gateway's intake)
+    and of its event in the order-entry inbox (appended by the outbox). Stream ids have
+    millisecond resolution, so each stage is known to ±1 ms. Milliseconds per stage, per order."""
+    appended: dict[str, tuple[str, float]] = {}  # command id → (ClOrdID, appended at)
+    for p in range(2):
+        for entry_id, fields in store.xrange(PartitionKeys(p).commands):
+            cmd = parse_command(fields[b"command"])
+            if isinstance(cmd, PlaceOrder) and cmd.order.client_order_id in wall:
+                appended[cmd.command_id] = (cmd.order.client_order_id, stream_ms(entry_id))
+    published: dict[str, float] = {}
+    for entry_id, fields in store.xrange(GatewayKey(namespace, "fsg").inbox_stream):
+        event = parse_event(fields[b"event"])
+        if event.command_id in appended:
+            published.setdefault(event.command_id, stream_ms(entry_id))
+    out: dict[str, list[float]] = {"gateway in": [], "cell and outbox": [], "gateway out": [], "total": []}
+    for command_id, (cl, at) in appended.items():
+        if command_id in published:
+            sent_at, got_at = wall[cl]
+            out["gateway in"].append(1000 * (at - sent_at))
+            out["cell and outbox"].append(1000 * (published[command_id] - at))
+            out["gateway out"].append(1000 * (got_at - published[command_id]))
+            out["total"].append(1000 * (got_at - sent_at))
+    return out
+
+
+def stream_ms(entry_id: bytes) -> float:
+    """A stream entry id's time, in seconds (ids are ``<ms>-<seq>``)."""
+    return int(entry_id.split(b"-", 1)[0]) / 1000
 
 
 def cpu_seconds(pid: int) -> float:
@@ -157,6 +201,7 @@ def main() -> None:
             cpu_before = {name: cpu_seconds(pid) for name, pid in procs.items()}
             ours = measure(system.fix_port, args)
             cpu_used = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in procs.items()}
+            split = stages(server.client(), "e2e", ours["wall"])
             # Latency below saturation: paced at half the throughput just measured, once the
             # backlog of the saturated run is worked off.
             wait_idle(list(procs.values()))
@@ -195,6 +240,15 @@ def main() -> None:
     print(f"\nthroughput ratio fixgw / raw echo = {ours['throughput'] / raw['throughput']:.2f}  (goal ≥ 0.15)")
     print(f"paced rate achieved: {ours['achieved_rate']:.0f}/s; p99 {ours['p99_ms']:.2f} ms (goal < 5 ms at 2,000/s)")
     orders_total = args.orders + int(args.rate * args.seconds)
+    print(f"\nWhere a paced order's time goes at {args.rate:.0f}/s ({len(split['total'])} orders matched "
+          f"by ClOrdID; stream ids: ±1 ms):")
+    print(f"  {'stage':50} {'p50 ms':>7} {'p99 ms':>7}")
+    for name, what in (("gateway in", "client send → command appended (QuickFIX, intake)"),
+                       ("cell and outbox", "→ its event in the gateway's inbox"),
+                       ("gateway out", "→ first report read (dispatcher, send)"), ("total", "send → first report")):
+        values = sorted(split[name])
+        if values:
+            print(f"  {what:50} {statistics.median(values):7.1f} {values[int(len(values) * 0.99) - 1]:7.1f}")
     print(f"\nCPU per order during the throughput and paced runs ({orders_total} orders):")
     cpu_used["client (load)"] = ours["client_cpu_s"]
     for name, used in cpu_used.items():
