@@ -205,9 +205,19 @@ class Book:
             yield self.orders[oid]
 
     def in_priority_order(self, side: Side) -> list[Order]:
-        """Every resting order of a side, best first (for dry runs and snapshots)."""
-        prices = sorted(self._levels[side], reverse=side is Side.BUY)
-        return [self.orders[oid] for p in prices for oid in self._levels[side][p]]
+        """Every resting order of a side, best first (for snapshots)."""
+        return list(self.crossing(side, None))
+
+    def crossing(self, side: Side, limit: int | None) -> Iterator[Order]:
+        """Resting orders of ``side`` at prices a taker limited to ``limit`` would reach (all,
+        for None), best first, made as they are consumed: a dry run that stops early sorts
+        only the reachable levels and builds no list of the book."""
+        levels = self._levels[side]
+        buy = side is Side.BUY
+        prices = levels if limit is None else [p for p in levels if (p >= limit if buy else p <= limit)]
+        for price in sorted(prices, reverse=buy):
+            for oid in levels[price]:
+                yield self.orders[oid]
 
 
 class Cell:
@@ -306,8 +316,8 @@ class Cell:
     def _fillable(self, book: Book, taker: Order) -> int:
         """How much of ``taker`` would fill now, self-trade prevention included (dry run)."""
         total = 0
-        for maker in book.in_priority_order(taker.side.opposite):
-            if not taker.crosses(maker.price) or total >= taker.quantity:  # type: ignore[arg-type]
+        for maker in book.crossing(taker.side.opposite, taker.price):
+            if total >= taker.quantity:
                 break
             if maker.account and maker.account == taker.account:
                 if self.stp_mode is StpMode.CANCEL_MAKER:
