@@ -372,8 +372,12 @@ _EVENT_MSGPACK = msgspec.msgpack.Decoder(Event)
 def parse_event(raw: str | bytes) -> Event:
     """Decode an event envelope (MessagePack, or JSON from before the binary encoding);
     anything else is a ContractError (dead-letter material)."""
-    data = raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else bytes(raw)
     try:
+        if type(raw) is bytes and raw and raw[0] >= 0x80:
+            # MessagePack (its maps start at 0x80; JSON text never does): the hot path of the
+            # outbox and the dispatcher, without the copy and the JSON check (~0.5 µs an event)
+            return _EVENT_MSGPACK.decode(raw)
+        data = raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else bytes(raw)
         if _is_json(data):
             return _legacy_event(data)
         return _EVENT_MSGPACK.decode(data)
