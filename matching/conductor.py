@@ -60,6 +60,7 @@ from sessionstore.connection import (
     owned_connection,
     read_replies,
     round_trip,
+    send_commands,
     text,
 )
 from sessionstore.lease import Lease
@@ -94,7 +95,6 @@ from .storage import (
     ensure_group,
     fenced_read,
     group_entries_read,
-    pack,
     partition_command,
     read_group,
     read_group_command,
@@ -415,7 +415,6 @@ class Conductor:
                     return 0
                 batch = self._stage(entries, partial(self._fenced_lookup, conn), None, read_ahead=False)
             self._point("before-exec")
-            memory = self.durability.is_memory
             # Read ahead only behind a full batch: one that drained the stream says the next read
             # would most likely find nothing, and at low rates that read was one round trip
             # more per order (unloaded p50 about +0.25 ms, 3 alternating runs at 100 orders/s).
@@ -427,8 +426,7 @@ class Conductor:
                     entries, entries_read = self._read_ahead_replies(self._send_read_ahead(stream, batch), batch)
                 except BaseException as exc:  # noqa: BLE001 (k is still committed, then this is raised)
                     failed = exc
-            sending: list[bool] = []  # k's transaction was handed to the socket (maybe not all of it)
-            sent: list[int] = []  # how many replies it has coming, once sent
+            sent: list[int | None] = []  # k's transaction: None while handed to the socket, then its reply count
 
             def lookup_then_commit(keys: list[str]) -> list[Any]:
                 """k+1's dedup read goes out just before k's transaction: the server answers it
@@ -436,9 +434,9 @@ class Conductor:
                 matched while k commits."""
                 with self._on_reader() as reader:
                     if keys:
-                        self._send(reader, [("MGET", *keys)])
-                    sending.append(True)
-                    sent.append(self._send_commit(conn, batch))
+                        send_commands(reader, [("MGET", *keys)])
+                    sent.append(None)
+                    sent[0] = self._send_commit(conn, batch)
                     [replies] = read_replies(reader, 1) if keys else [[]]
                 if isinstance(replies, Exception):
                     raise replies
@@ -450,16 +448,15 @@ class Conductor:
                                             entries_read=entries_read)
                 except BaseException as exc:  # noqa: BLE001 (likewise)
                     failed, following = exc, None
-            if sending and not sent:
+            if not sent:
+                sent.append(self._send_commit(conn, batch))
+            expected = sent[0]
+            if expected is None:
                 # Sending k's transaction failed: never again on this connection, which redis-py
                 # would reconnect without the WATCH that fences it. k stays pending.
                 assert failed is not None
                 raise failed
-            expected = sent[0] if sent else self._send_commit(conn, batch)
-            early: list[Any] = []
-            if not memory:  # WAITAOF once the EXEC's reply is in (``_send_commit``: why)
-                early, expected = read_replies(conn, expected), self._send_wait(conn)
-            self._receive_commit(conn, batch, early, expected)
+            self._confirm(conn, batch, expected)
             if failed is not None:
                 if isinstance(failed, Exception) and not isinstance(failed, (RedisError, PoisonCommand)):
                     self._suspect(entries, failed)
@@ -538,7 +535,7 @@ class Conductor:
         ack = [("XACK", stream, GROUP, *self._durable_unacked)] if self._durable_unacked else []
         count = [("XINFO", "GROUPS", stream)] if behind.entries_read is None else []
         with self._on_reader() as reader:
-            return self._send(reader, [*ack, *count, ("XREAD", "COUNT", self.batch_size, "STREAMS", stream,
+            return send_commands(reader, [*ack, *count, ("XREAD", "COUNT", self.batch_size, "STREAMS", stream,
                                                       behind.entries[-1][0])])
 
     def _read_ahead_replies(self, expected: int, behind: _Batch) -> tuple[Entries, int | None]:
@@ -566,21 +563,24 @@ class Conductor:
             # the time (a replica's ack can report the fsynced offset from before the write it
             # waits for; one WAITAOF for the whole timeout then sat out a second): measured on
             # Valkey 9.1, 7–8k commands/s that way against 11–14k this way.
-            return self._send(conn, commands) if commands else 0
-        return self._send(conn, [*commands, ("WATCH", self.keys.conductor_lease), ("GET", self.keys.conductor_lease)])
+            return send_commands(conn, commands) if commands else 0
+        return send_commands(conn, [*commands, ("WATCH", self.keys.conductor_lease), ("GET", self.keys.conductor_lease)])
 
     def _send_wait(self, conn: Any) -> int:
         """WAITAOF (a first slice of ``wait_aof``'s: the rest, if needed, when its reply is
         read), then WATCH and GET of the lease for the next batch."""
         d = self.durability
         self._wait_deadline = time.monotonic() + d.timeout_ms / 1000
-        return self._send(conn, [("WAITAOF", d.local_fsyncs, d.replica_fsyncs, min(WAITAOF_SLICE_MS, d.timeout_ms)),
+        return send_commands(conn, [("WAITAOF", d.local_fsyncs, d.replica_fsyncs, min(WAITAOF_SLICE_MS, d.timeout_ms)),
                                  ("WATCH", self.keys.conductor_lease), ("GET", self.keys.conductor_lease)])
 
-    @staticmethod
-    def _send(conn: Any, commands: list[tuple[Any, ...]]) -> int:
-        conn.send_packed_command([b"".join(pack(*c) for c in commands)], check_health=False)
-        return len(commands)
+    def _confirm(self, conn: Any, batch: _Batch, expected: int) -> None:
+        """Batch k's transaction is sent (``expected`` replies): in aof-replicated mode, once
+        its EXEC has answered, WAITAOF (``_send_commit``: why not sooner); then its replies."""
+        early: list[Any] = []
+        if not self.durability.is_memory:
+            early, expected = read_replies(conn, expected), self._send_wait(conn)
+        self._receive_commit(conn, batch, early, expected)
 
     def _receive_commit(self, conn: Any, batch: _Batch, early: list[Any], expected: int) -> None:
         """Batch k's replies (``early``: those already read — the transaction's, in
@@ -637,11 +637,7 @@ class Conductor:
         conn = owned_connection(self.client)
         if self._next_batch is not None and conn is not None and self.has_lease:
             batch, self._next_batch = self._next_batch, None
-            expected = self._send_commit(conn, batch)
-            early: list[Any] = []
-            if not self.durability.is_memory:
-                early, expected = read_replies(conn, expected), self._send_wait(conn)
-            self._receive_commit(conn, batch, early, expected)
+            self._confirm(conn, batch, self._send_commit(conn, batch))
         self._next_batch = None
         self.acknowledge_durable()
 

@@ -246,9 +246,7 @@ def _field_map(fields: list[bytes]) -> dict[bytes, bytes]:
 
 def group_entries_read(raw: Any, group: str) -> int | None:
     """``group``'s entries-read in a raw XINFO GROUPS reply (RESP2 lists or RESP3 maps), or None
-    when the server does not know it (after an XGROUP SETID without ENTRIESREAD) or it failed."""
-    if isinstance(raw, Exception):
-        return None
+    when the server does not know it (after an XGROUP SETID without ENTRIESREAD)."""
     for g in raw:
         info: dict[Any, Any] = g if isinstance(g, dict) else _field_map(g)
         info = {text(k): v for k, v in info.items()}

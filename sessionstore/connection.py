@@ -299,12 +299,18 @@ def read_replies(conn: Any, count: int) -> list[Any]:
     return out
 
 
+def send_commands(conn: Any, commands: list[tuple[Any, ...]]) -> int:
+    """``commands`` sent on ``conn``, pre-packed by hiredis in one write, replies not read;
+    returns how many to read (``read_replies``)."""
+    conn.send_packed_command([b"".join(hiredis.pack_command(c) for c in commands)], check_health=False)
+    return len(commands)
+
+
 def exchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     """``commands`` in one round trip on ``conn`` (a connection ``checked_out`` gave, for an
     exchange that must stay on one connection: a WATCH and its EXEC), pre-packed by hiredis;
     replies in order, error replies in place."""
-    conn.send_packed_command([b"".join(hiredis.pack_command(c) for c in commands)], check_health=False)
-    return read_replies(conn, len(commands))
+    return read_replies(conn, send_commands(conn, commands))
 
 
 def command_on(conn: Any, *command: Any) -> Any:
@@ -353,8 +359,7 @@ def round_trips(batches: list[tuple[RedisClient, list[tuple[Any, ...]]]],
         on = [conns[id(standalone_pool(client))] for client, _ in batches]
         for conn, (_, commands) in zip(on, batches):
             if commands:
-                conn.send_packed_command([b"".join(hiredis.pack_command(c) for c in commands)],
-                                         check_health=False)
+                send_commands(conn, commands)
         if meanwhile is not None:
             meanwhile()
         return [read_replies(conn, len(commands)) for conn, (_, commands) in zip(on, batches)]
