@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol, cast
 
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 
 from sessionstore.connection import (
@@ -56,6 +57,7 @@ from sessionstore.connection import (
     command_on,
     is_cluster,
     new_connection,
+    node_of,
     own_connection,
     owned_connection,
     read_replies,
@@ -298,12 +300,8 @@ class Conductor:
 
     def rebuild(self) -> None:
         cell = Cell(self.instruments, self.stp_mode)
-        counts = rebuild_cell(self.client, self.keys, cell, self.instruments)
-        try:
-            last = self.client.xinfo_stream(self.keys.events)["last-generated-id"]
-            self.clock = StreamClock.after(last.decode() if isinstance(last, bytes) else last)
-        except ResponseError:  # no stream yet
-            self.clock = StreamClock()
+        counts, last = rebuild_cell(self.client, self.keys, cell, self.instruments)
+        self.clock = StreamClock.after(last)
         self.cell = cell
         log.info("partition %d: book rebuilt from Redis: %s", self.partition, counts)
 
@@ -423,7 +421,7 @@ class Conductor:
             entries_read: int | None = None
             if len(batch.entries) >= self.batch_size:
                 try:
-                    entries, entries_read = self._read_ahead_replies(self._send_read_ahead(stream, batch), batch)
+                    entries, entries_read = self._read_ahead_replies(self._send_read_ahead(stream, batch, conn), batch)
                 except BaseException as exc:  # noqa: BLE001 (k is still committed, then this is raised)
                     failed = exc
             sent: list[int | None] = []  # k's transaction: None while handed to the socket, then its reply count
@@ -520,7 +518,7 @@ class Conductor:
             self._reader.disconnect()
             raise
 
-    def _send_read_ahead(self, stream: str, behind: _Batch) -> int:
+    def _send_read_ahead(self, stream: str, behind: _Batch, conn: Any) -> int:
         """Ask for the entries after ``behind``'s, not waiting for any, on the second connection
         (behind the XACK of a durable batch, as ``_read``). A plain XREAD, not XREADGROUP: it
         writes nothing, so in ``aof-replicated`` mode it costs no fsync and no replication of a
@@ -535,6 +533,12 @@ class Conductor:
         ack = [("XACK", stream, GROUP, *self._durable_unacked)] if self._durable_unacked else []
         count = [("XINFO", "GROUPS", stream)] if behind.entries_read is None else []
         with self._on_reader() as reader:
+            if node_of(reader) != node_of(conn):
+                # In a failover the two connections can reach different nodes (a restarted old
+                # primary, while a Sentinel still names it): dedup records read elsewhere than
+                # the commits go would let a processed command through again.
+                raise RedisConnectionError(f"partition {self.partition}: the read-ahead reached {node_of(reader)}, "
+                                           f"the commits go to {node_of(conn)}")
             return send_commands(reader, [*ack, *count, ("XREAD", "COUNT", self.batch_size, "STREAMS", stream,
                                                       behind.entries[-1][0])])
 

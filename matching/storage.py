@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, cast
@@ -396,35 +397,78 @@ def partition_command(client: RedisClient, keys: PartitionKeys, *args: Any) -> A
     return client.execute_command(*args)
 
 
-def rebuild_cell(client: RedisClient, keys: PartitionKeys, cell: Cell, pair_ids: Iterable[int]) -> dict[str, int]:
-    """Load every resting order of the partition into ``cell``; orphans are logged and skipped."""
+@contextmanager
+def one_node(client: RedisClient) -> Iterator[Callable[[list[tuple[Any, ...]]], list[Any]]]:
+    """Raw replies of commands, every exchange on one connection (standalone, Sentinel): the
+    caller's own when it holds one (``own_connection``), so what is read comes from the node
+    its commits go to — in a failover, a pooled connection can reach another node (a restarted
+    old primary, while a Sentinel still names it) than the loop's. Error replies are raised."""
+    if is_cluster(client):
+        def run_cluster(commands: list[tuple[Any, ...]]) -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            for c in commands:
+                pipe.execute_command(*c)
+            return cast(list[Any], pipe.execute())
+        yield run_cluster
+        return
+    with checked_out(client) as conn:
+        def run(commands: list[tuple[Any, ...]]) -> list[Any]:
+            replies = exchange(conn, commands) if commands else []
+            for r in replies:
+                if isinstance(r, Exception):
+                    raise r
+            return replies
+        yield run
+
+
+def _as_map(raw: Any) -> dict[str, Any]:
+    """A raw map reply (RESP3 map, or RESP2 flat list) with text keys."""
+    pairs = raw.items() if isinstance(raw, dict) else _field_map(raw).items()
+    return {text(k): v for k, v in pairs}
+
+
+def rebuild_cell(client: RedisClient, keys: PartitionKeys, cell: Cell, pair_ids: Iterable[int]
+                 ) -> tuple[dict[str, int], str | None]:
+    """Load every resting order of the partition into ``cell`` (orphans are logged and
+    skipped), all read from one node (``one_node``); returns the counts and the event stream's
+    last generated id (None: no stream yet)."""
     found: list[Order] = []
     counts = {"orders": 0, "orphans": 0, "mismatches": 0}
-    for pair_id in pair_ids:
-        for side in (Side.BUY, Side.SELL):
-            members = [text(m) for m in cast(list[bytes], client.zrange(keys.book(pair_id, side), 0, -1))]
-            pipe = client.pipeline(transaction=False)
-            for m in members:
-                pipe.hgetall(keys.order(parse_member(m)[1]))
-            for member, raw in zip(members, pipe.execute() if members else []):
-                priority, oid = parse_member(member)
-                if not raw:
-                    counts["orphans"] += 1
-                    log.warning("%s: index member %s has no order record; skipped", keys.book(pair_id, side), member)
-                    continue
-                order = decode_order(raw)
-                if order.pair_id != pair_id or order.side is not side or order.priority != priority:
-                    counts["mismatches"] += 1
-                    log.warning("%s: member %s disagrees with its record; skipped", keys.book(pair_id, side), member)
-                    continue
-                found.append(order)
+    with one_node(client) as run:
+        for pair_id in pair_ids:
+            for side in (Side.BUY, Side.SELL):
+                book = keys.book(pair_id, side)
+                members = [text(m) for m in cast(list[bytes], run([("ZRANGE", book, 0, -1)])[0])]
+                records = run([("HGETALL", keys.order(parse_member(m)[1])) for m in members])
+                found += _restorable(book, pair_id, side, members,
+                                     [r if isinstance(r, dict) else _field_map(r) for r in records], counts)
+        stored_next, stream = run([("HGET", keys.meta, "nextPriority"), ("EXISTS", keys.events)])
+        last = text(_as_map(run([("XINFO", "STREAM", keys.events)])[0])["last-generated-id"]) if stream else None
     for order in sorted(found, key=lambda o: o.priority):
         cell.restore(order)
-    stored_next = client.hget(keys.meta, "nextPriority")
     if stored_next is not None:
         cell.next_priority = max(cell.next_priority, int(stored_next))
     counts["orders"] = len(found)
-    return counts
+    return counts, last
+
+
+def _restorable(book: str, pair_id: int, side: Side, members: list[str], records: list[dict[bytes, bytes]],
+                counts: dict[str, int]) -> list[Order]:
+    """The orders of a book's members whose records agree with them; the rest counted, logged."""
+    found = []
+    for member, raw in zip(members, records):
+        priority, _ = parse_member(member)
+        if not raw:
+            counts["orphans"] += 1
+            log.warning("%s: index member %s has no order record; skipped", book, member)
+            continue
+        order = decode_order(raw)
+        if order.pair_id != pair_id or order.side is not side or order.priority != priority:
+            counts["mismatches"] += 1
+            log.warning("%s: member %s disagrees with its record; skipped", book, member)
+            continue
+        found.append(order)
+    return found
 
 
 def reconcile(client: RedisClient, keys: PartitionKeys, pair_id: int) -> dict[str, Any]:

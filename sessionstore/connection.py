@@ -229,6 +229,11 @@ def owned_connection(client: RedisClient) -> Any | None:
     return _owned_by_this_thread().get(id(standalone_pool(client)))
 
 
+def node_of(conn: Any) -> tuple[Any, ...]:
+    """The node a connection reached (a Sentinel-managed one sets its address when it connects)."""
+    return getattr(conn, "host", None), getattr(conn, "port", None), getattr(conn, "path", None)
+
+
 def new_connection(client: RedisClient) -> Any:
     """A connection of a standalone or Sentinel client outside its pool, with the pool's own
     settings (TLS, credentials, the Sentinel's primary), opened on first use. The caller

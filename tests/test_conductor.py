@@ -18,7 +18,7 @@ from matching.contracts import OrderPayload, OrderType, PlaceOrder, Side, parse_
 from matching.domain import StpMode
 from matching.keys import PartitionKeys, book_member
 from matching.storage import commit_commands, decode_order, order_fields, reconcile, trim_acknowledged
-from sessionstore.connection import own_connection
+from sessionstore.connection import new_connection, own_connection, standalone_pool
 from sessionstore.embedded import ValkeyProcess
 from sessionstore.settings import RedisEndpoint
 from tests.cell_helpers import cell_client, conductor, projected, run_until_idle, stream_events, submit_all
@@ -749,6 +749,58 @@ def test_pipelined_a_transaction_that_failed_to_go_out_is_never_sent_again(valke
     assert c.metrics.duplicate_commands._value.get() == 0, "the failed transaction never landed"
     info = client.xinfo_groups(KEYS.commands)[0]
     assert (info["pending"], info["lag"]) == (0, 0)
+
+
+def test_the_mirror_is_rebuilt_through_the_loops_own_connection(valkey: ValkeyProcess) -> None:
+    """What the mirror is built from comes from the node the commits go to: in a failover a
+    pooled connection can reach another node (a restarted old primary) than the loop's own."""
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    flow = p0_flow(41, 300)[:100]
+    submit_all(client, flow)
+    first = conductor(client, batch_size=30)
+    run_until_idle(first)
+    first.release()
+    c = conductor(client, batch_size=30)
+    assert c.try_lease()
+    with own_connection(client):
+        pool = standalone_pool(client)
+
+        def no_pool(*args, **kw):  # type: ignore[no-untyped-def]
+            raise AssertionError("the rebuild took a pooled connection")
+
+        original, pool.get_connection = pool.get_connection, no_pool
+        try:
+            c.rebuild()
+        finally:
+            pool.get_connection = original
+    assert c.cell is not None
+    stored = {o.order_id: o for entries in book_state(client).values() for _, o in entries}
+    assert stored and {oid: o for b in c.cell.books.values() for oid, o in b.orders.items()} == stored
+
+
+def test_pipelined_a_read_ahead_that_reached_another_node_is_not_used(valkey: ValkeyProcess) -> None:
+    """If the second connection reached another node than the commits go to, its entries and
+    dedup records are not used: the step fails, and the batches are read again on the right node."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from sessionstore.embedded import standalone
+
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    flow = p0_flow(43, 600)[:200]
+    submit_all(client, flow)
+    c = conductor(client, batch_size=40)
+    with standalone() as elsewhere, own_connection(client):
+        stale = cell_client(RedisEndpoint(url=elsewhere.url))
+        submit_all(stale, flow)  # the same stream, but none of the records
+        c.step(block_ms=10)  # own pending first: one batch at a time
+        c._reader = new_connection(stale)
+        with pytest.raises(RedisConnectionError, match="the read-ahead reached"):
+            c.step(block_ms=10)
+        c._reader.disconnect()
+        c._reader = None
+        run_until_idle(c)
+    assert projected(stream_events(client)) == reference_events(flow)
+    assert c.metrics.duplicate_commands._value.get() == 0
 
 
 def test_pipelined_a_takeover_while_a_batch_is_staged_fences_its_commit(valkey: ValkeyProcess) -> None:
