@@ -6,7 +6,11 @@ message log (``message_log = false``: the baseline has none), so every inbound
 order costs one outbound message. The client is a separate process that logs on, sends
 ``--orders`` NewOrderSingles as fast as the socket takes them and reads every echo.
 
-    .venv/bin/python bench/gateway_bench.py [--orders 5000]
+    .venv/bin/python bench/gateway_bench.py [--orders 5000] [--sessions 1]
+
+``--sessions N``: N sessions on each acceptor, a client process each, sending ``--orders / N``
+each at the same moment; the rate is every echo over the slowest client's time (the gateway's
+group commits of a cycle go in one round trip for every session).
 """
 
 from __future__ import annotations
@@ -30,7 +34,11 @@ from tests.gateway_helpers import GatewayProc, wait_until  # noqa: E402
 from tools.fixat import RawSession, fix_time  # noqa: E402
 
 
-def serve_memory(port: int) -> None:
+def session_names(count: int) -> list[str]:
+    return [f"CLIENT{i + 1}" for i in range(count)]
+
+
+def serve_memory(port: int, sessions: int) -> None:
     """The baseline acceptor: the same behaviour, QuickFIX's MemoryStore, no Redis."""
     tune_gc()  # the same process tuning as the gateway's (fixgw gateway)
     import quickfix as fix
@@ -40,9 +48,9 @@ def serve_memory(port: int) -> None:
     from fixgw.fixmsg import from_text, inbound
 
     settings = GatewaySettings(mode="gateway", port=port, http_port=0,
-                               session=[{"name": "CLIENT1", "begin_string": "FIX.4.4"}])
+                               session=[{"name": n, "begin_string": "FIX.4.4"} for n in session_names(sessions)])
     behaviour = AcceptanceBehaviour()
-    cfg = settings.session[0]
+    configs = {cfg.session_id_text: cfg for cfg in settings.session}
 
     class SendAtOnce:  # the gateway's intake answers after a group commit; here, at once
         def answer(self, sid, delivery): fix.Session.sendToTarget(from_text(delivery.text), sid)  # noqa: E704
@@ -56,7 +64,7 @@ def serve_memory(port: int) -> None:
         def toAdmin(self, m, s): return None  # noqa: E704,N802
         def toApp(self, m, s): return None  # noqa: E704,N802
         def fromAdmin(self, m, s): return None  # noqa: E704,N802
-        def fromApp(self, m, s): behaviour.on_app_message(inbound(m), s, cfg)  # noqa: E704,N802
+        def fromApp(self, m, s): behaviour.on_app_message(inbound(m), s, configs[s.toString()])  # noqa: E704,N802
 
     path = Path(tempfile.mkdtemp()) / "qf.cfg"
     path.write_text(settings.quickfix_settings(path.parent / "store"))
@@ -68,12 +76,14 @@ def serve_memory(port: int) -> None:
     os._exit(0)
 
 
-def client(port: int, orders: int) -> None:
-    """Logon, send every order, read every echo; print the rate of echoes (outbound messages)."""
-    session = RawSession(port)
+def client(port: int, orders: int, name: str, go_at: float) -> None:
+    """Logon, then at ``go_at`` (wall clock) send every order and read every echo; print the
+    seconds that took."""
+    session = RawSession(port, sender=name)
     send, conn = session.send, session.conn
     send("35=A\x0198=0\x01108=30\x01141=Y")
     assert conn.read_message(10) is not None
+    time.sleep(max(0.0, go_at - time.time()))
     started = time.perf_counter()
     for i in range(orders):
         send(f"35=D\x0111=O{i}\x0155=ACME\x0154=1\x0140=2\x0144=10\x0138=1\x0160={fix_time().decode()}")
@@ -83,13 +93,23 @@ def client(port: int, orders: int) -> None:
         assert msg is not None
         if b"\x0135=D\x01" in msg:
             got += 1
-    print(f"{orders / (time.perf_counter() - started):.1f}", flush=True)
+    print(f"{time.perf_counter() - started:.6f}", flush=True)
 
 
-def run_client(port: int, orders: int) -> float:
-    out = subprocess.run([sys.executable, __file__, "--client", str(port), "--orders", str(orders)],
-                         capture_output=True, text=True, check=True)
-    return float(out.stdout.strip().splitlines()[-1])
+def run_clients(port: int, orders: int, sessions: int) -> float:
+    """Every session's client at once; echoes per second over the slowest one's time."""
+    each = orders // sessions
+    go_at = time.time() + 1.0 + 0.05 * sessions  # after every client has logged on
+    procs = [subprocess.Popen([sys.executable, __file__, "--client", str(port), "--orders", str(each),
+                               "--name", name, "--go-at", str(go_at)], stdout=subprocess.PIPE, text=True)
+             for name in session_names(sessions)]
+    seconds = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=300)
+        if proc.returncode != 0:
+            raise SystemExit(f"a client failed ({proc.returncode})")
+        seconds.append(float(out.strip().splitlines()[-1]))
+    return each * sessions / max(seconds)
 
 
 def takeover_seconds(tmp: Path, url: str, ttl: str, renewal: str) -> float:
@@ -127,21 +147,24 @@ def takeover_seconds(tmp: Path, url: str, ttl: str, renewal: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--orders", type=int, default=5000)
+    ap.add_argument("--sessions", type=int, default=1, help="sessions (and client processes) on each acceptor")
     ap.add_argument("--client", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--name", default="CLIENT1", help=argparse.SUPPRESS)
+    ap.add_argument("--go-at", type=float, default=0.0, help=argparse.SUPPRESS)
     ap.add_argument("--serve-memory", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.client:
-        return client(args.client, args.orders)
+        return client(args.client, args.orders, args.name, args.go_at)
     if args.serve_memory:
-        return serve_memory(args.serve_memory)
+        return serve_memory(args.serve_memory, args.sessions)
 
     tmp = Path(tempfile.mkdtemp(prefix="fixgw-bench-"))
     mem_port = free_port()
-    mem = subprocess.Popen([sys.executable, __file__, "--serve-memory", str(mem_port)], stdout=subprocess.PIPE,
-                           text=True)
+    mem = subprocess.Popen([sys.executable, __file__, "--serve-memory", str(mem_port), "--sessions",
+                            str(args.sessions)], stdout=subprocess.PIPE, text=True)
     assert mem.stdout is not None and mem.stdout.readline().strip() == "ready"
     try:
-        memory_rate = run_client(mem_port, args.orders)
+        memory_rate = run_clients(mem_port, args.orders, args.sessions)
     finally:
         mem.terminate()
     rows = []
@@ -149,16 +172,18 @@ def main() -> None:
         with standalone(aof=True, appendfsync=fsync) as server:
             gw = GatewayProc(tmp, server.url, name=f"gw-{fsync}", fix_port=free_port(), mode="at",
                              lock_ttl="10s", renewal="2s", extra="message_log = false",
-                             sessions='[[gateway.session]]\nname = "CLIENT1"\n')
+                             sessions="".join(f'[[gateway.session]]\nname = "{n}"\n'
+                                              for n in session_names(args.sessions)))
             gw.start().wait_active(60)
             try:
-                rows.append((f"redis store, appendfsync={fsync}", run_client(gw.fix_port, args.orders)))
+                rows.append((f"redis store, appendfsync={fsync}", run_clients(gw.fix_port, args.orders, args.sessions)))
             finally:
                 gw.stop()
     with standalone() as server:
         takeovers = [(ttl, takeover_seconds(tmp, server.url, ttl, renewal))
                      for ttl, renewal in (("2s", "500ms"), ("5s", "1s"))]
-    print(f"\n{args.orders} NewOrderSingle in, {args.orders} echoes out; client in a separate process\n")
+    n = args.orders // args.sessions * args.sessions
+    print(f"\n{n} NewOrderSingle in, {n} echoes out; {args.sessions} session(s), a client process each\n")
     print(f"{'acceptor':40} {'out msg/s':>10} {'vs memory':>10} {'added µs/msg':>13}")
     print(f"{'QuickFIX MemoryStore (baseline)':40} {memory_rate:10.0f} {'1.00x':>10} {'-':>13}")
     for name, rate in rows:

@@ -28,18 +28,18 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import quickfix as fix
 
 from sessionstore import NotReplicated, OrderIndex, OutboundRecord, SequenceReuse, SessionKey, SessionStore, StoreError
-from sessionstore.store import NO_INDEX
+from sessionstore.store import NO_INDEX, batch_outcome, write_together
 
 from .config import SessionConfig
 from .credentials import credentials_problem
-from .fixmsg import Inbound, business_reject, filled, from_text, inbound, wire_bytes
+from .fixmsg import Inbound, business_reject, filled, filled_body, from_text, inbound, sending_time, wire_bytes
 from .inputs import MAX_SEQ_NUM, logon_problem, split_fields
 from .intake import Intake
 from .metrics import GatewayMetrics
@@ -53,12 +53,6 @@ ADMIN_TYPES = frozenset({"0", "1", "2", "3", "4", "5", "A"})  # FIX's session-le
 # Fault tests only (tests/test_e2e_faults.py): the process ends between a batch's commit and
 # its sends for this session (``namespace/gateway/name``), as a SIGKILL there would.
 CRASH_AFTER_BATCH_COMMIT = os.environ.get("FIXGW_TEST_CRASH_AFTER_BATCH_COMMIT", "")
-
-
-def sending_time() -> str:
-    """SendingTime as QuickFIX writes it (UTC, milliseconds)."""
-    now = datetime.now(UTC)
-    return now.strftime("%Y%m%d-%H:%M:%S.") + f"{now.microsecond // 1000:03d}"
 
 
 # What QuickFIX understands when a callback raises it (DoNotSend, RejectLogon, the
@@ -95,6 +89,22 @@ class Delivery:
     raw: bytes = b""  # the message exactly as committed
     sending_time: str = ""
     index: OrderIndex = NO_INDEX  # what this message does to its order's ClOrdID records and retention
+    plain: bool = False  # ``text`` is what ``fixmsg.body_text`` made: MsgType, then body fields only
+
+
+@dataclass(slots=True)
+class _Outgoing:
+    """One session's part of a group commit (``GatewayApplication.deliver_many``)."""
+
+    sid: fix.SessionID
+    text: str  # QuickFIX's SessionID text
+    cfg: SessionConfig
+    key: SessionKey
+    store: SessionStore
+    session: Any  # fix.Session, or None if QuickFIX has none by that id
+    pending: list[Delivery]  # committed (or to commit), to send
+    again: bool = False  # some were found delivered before: the rest go again, alone
+    error: StoreError | None = None  # not stored: not sent, its entries are retried
 
 
 def die(reason: str, code: int = 4) -> None:
@@ -160,7 +170,7 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         # Per session, not process-wide: a session's outbound numbers are checked and stored in
         # order, and no session waits for another's round trip.
         self._persist_locks = {cfg.key(namespace): threading.Lock() for cfg in sessions.values()}
-        self.intake = Intake(fatal, lambda key, target: metrics.target_seq.labels(str(key)).set(target), self.deliver,
+        self.intake = Intake(fatal, metrics.target, self.deliver_many,
                              clients=[s.client for s in stores.values()])
         # Held by any thread but a session's own while it calls into that session, so the
         # restore after a refused Logon never runs beside a dispatcher send.
@@ -171,7 +181,7 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         # Keyed by thread: QuickFIX calls toApp on the thread that called sendToTarget, for that
         # message, so the thread alone pairs them (and toApp need not ask the SessionID its name).
         self._in_flight: dict[int, tuple[str, Delivery]] = {}
-        self._scratch = threading.local()  # each sending thread's reusable message (``_message_from``)
+        self._scratch = threading.local()  # each sending thread's reusable message (``_message``)
         self._sent_up_to = dict(last_sent)
         self._sent_marks: dict[SessionKey, list[int]] = {}
         self._delivery_failed: set[str] = set()
@@ -181,8 +191,13 @@ class GatewayApplication(fix.Application):  # a SWIG director base
     # --- lookups ----------------------------------------------------------------------
 
     def _session(self, sid: fix.SessionID) -> tuple[SessionConfig, SessionKey, SessionStore]:
-        cfg, key = self._keys[sid.toString()]
-        return cfg, key, self.stores[cfg.kind]
+        return self._session_of(sid)[1:]
+
+    def _session_of(self, sid: fix.SessionID) -> tuple[str, SessionConfig, SessionKey, SessionStore]:
+        """QuickFIX's text of ``sid``, and the session's settings, key and store."""
+        text = sid.toString()
+        cfg, key = self._keys[text]
+        return text, cfg, key, self.stores[cfg.kind]
 
     def _name(self, sid: fix.SessionID) -> str:
         text = sid.toString()
@@ -193,77 +208,134 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         self.metrics.callback_errors.labels(self._name(sid), where).inc()
 
     def deliver(self, sid: fix.SessionID, deliveries: list[Delivery]) -> list[Delivery]:
-        """Group commit, then send (DESIGN §7): every message of the batch, its inbox entry and
-        its order view are committed in one script under the numbers QuickFIX will give them,
-        then sent; ``toApp`` only checks each one is what was committed. A delivery already in
-        the session's inbox (sent before a crash) is dropped. If QuickFIX gives a number to a
-        message of its own meanwhile, the rest fall back to one commit each (``_persist``).
-        Returns the deliveries it stored and sent (not those found delivered already).
-        Raises StoreError when a message could not be stored: its entry is then retried."""
-        text = sid.toString()
-        cfg, key, store = self._session(sid)
-        session = fix.Session.lookupSession(sid)
-        with self._send_locks[text]:
-            pending = list(deliveries)
-            while pending:
-                with self._persist_locks[key]:
-                    first = session.getExpectedSenderNum() if session is not None else 0
-                    stamp = sending_time()
-                    for i, d in enumerate(pending):
-                        self._prepare(cfg, d, first + i, stamp)
-                    records = [(OutboundRecord(d.seq, time.time_ns(), d.msg_type.encode(), d.raw), d.inbox_id,
-                                d.order_id, d.order_view, d.index) for d in pending]
-                    try:
-                        done = store.commit_batch(key, records, self._sent_marks.get(key, []))
-                    except SequenceReuse as exc:
-                        # QuickFIX and Redis disagree on the next number (numbers committed ahead
-                        # were never used): send one by one, each displacing what is unsent.
-                        log.warning("%s: group commit not possible (%s); one commit per message", key, exc)
-                        sent = store.delivered_many(key, [d.inbox_id for d in pending])
-                        pending = [d for d in pending if d.inbox_id not in sent]
-                        for d in pending:
-                            d.seq = 0
-                        break
-                    if done:
-                        pending = [d for d in pending if d.inbox_id not in done]
-                        continue
-                    self._sent_marks.pop(key, None)
-                    self._last_sent[key] = max(self._last_sent.get(key, 0), pending[-1].seq)
-                    break
-            if pending and CRASH_AFTER_BATCH_COMMIT == str(key):  # fault tests: dead between commit and send
-                die(f"FIXGW_TEST_CRASH_AFTER_BATCH_COMMIT={key}", 9)
-            if not pending:
-                return []
-            self._delivery_failed.discard(text)
-            try:
-                for d in pending:
-                    # One at a time, so a message QuickFIX does not pass through toApp (a logged-out
-                    # session about to reset) can never pair toApp with the wrong delivery.
-                    self._in_flight[threading.get_ident()] = (text, d)
-                    fix.Session.sendToTarget(self._message_from(d.text), sid)
-            finally:
-                self._in_flight.pop(threading.get_ident(), None)
-            self._sent_marks[key] = [d.seq for d in pending if d.seq]
-            if text in self._delivery_failed:
-                raise StoreError(f"{key}: a delivery was not stored; its entry is retried")
-            return pending
+        """One session's group commit, then its sends (``deliver_many``); raises its StoreError."""
+        [result] = self.deliver_many([(sid, deliveries)])
+        if isinstance(result, StoreError):
+            raise result
+        return result
 
-    def _message_from(self, text: str) -> fix.Message:
-        """A message holding ``text``: one per sending thread, refilled for each delivery.
-        QuickFIX keeps nothing of it after ``sendToTarget`` (it stores and sends the string),
-        and ``setString`` clears what the previous send filled in. The profile: constructing a
+    def deliver_many(self, batches: list[tuple[fix.SessionID, list[Delivery]]]) -> list[list[Delivery] | StoreError]:
+        """Group commit, then send (DESIGN §7): every message of each session's batch, its inbox
+        entry and its order view are committed in one script under the numbers QuickFIX will give
+        them — every session's script in one round trip per datastore (a dispatcher cycle's
+        order-entry sessions and drop copies together) — then each session's messages are sent;
+        ``toApp`` only checks each one is what was committed. A delivery already in the
+        session's inbox (sent before a crash) is dropped; a session whose batch did not commit
+        as a whole is committed again on its own (``_commit_alone``).
+
+        Per session, in ``batches``' order: the deliveries it stored and sent (not those found
+        delivered already), or the StoreError that kept its messages from being stored (its
+        entries are then retried; the other sessions' were sent). A failed round trip raises."""
+        outgoing = [_Outgoing(sid, *self._session_of(sid), fix.Session.lookupSession(sid), list(deliveries))
+                    for sid, deliveries in batches]
+        with ExitStack() as sending:
+            for o in sorted(outgoing, key=lambda o: o.text):  # every session's locks in one order
+                sending.enter_context(self._send_locks[o.text])
+            with ExitStack() as numbering:
+                for o in sorted(outgoing, key=lambda o: o.text):
+                    numbering.enter_context(self._persist_locks[o.key])
+                committing = [o for o in outgoing if o.pending]
+                parts = [(o.store, [o.store.commit_batch_call(o.key, self._records(o), self._sent_marks.get(o.key, []))])
+                         for o in committing]
+                for o, [reply] in zip(committing, write_together(parts)):
+                    self._committed(o, reply)
+            for o in outgoing:
+                if o.again:
+                    try:
+                        self._commit_alone(o)
+                    except StoreError as exc:
+                        o.error = exc
+            for o in outgoing:
+                if o.error is None and o.pending:
+                    self._send(o)
+        return [o.error if o.error is not None else o.pending for o in outgoing]
+
+    def _records(self, o: _Outgoing) -> list[tuple[Any, ...]]:
+        """``o``'s deliveries numbered from QuickFIX's next sender number (under its persist
+        lock), with the bytes QuickFIX will send, as ``commit_batch`` takes them."""
+        first = o.session.getExpectedSenderNum() if o.session is not None else 0
+        stamp = sending_time()
+        for i, d in enumerate(o.pending):
+            self._prepare(o.cfg, d, first + i, stamp)
+        return [(OutboundRecord(d.seq, time.time_ns(), d.msg_type.encode(), d.raw), d.inbox_id,
+                 d.order_id, d.order_view, d.index) for d in o.pending]
+
+    def _committed(self, o: _Outgoing, reply: Any) -> None:
+        """What ``o``'s group commit answered (under its persist lock): all stored (send them),
+        some found delivered before (nothing was written: the rest again, alone), numbers that
+        do not follow (one by one), or an error (not stored: its entries are retried)."""
+        try:
+            done = batch_outcome(reply)
+        except SequenceReuse as exc:
+            self._one_by_one(o, exc)
+            return
+        except StoreError as exc:
+            o.error = exc
+            return
+        if done:
+            o.pending = [d for d in o.pending if d.inbox_id not in done]
+            o.again = bool(o.pending)
+            return
+        self._sent_marks.pop(o.key, None)
+        self._last_sent[o.key] = max(self._last_sent.get(o.key, 0), o.pending[-1].seq)
+
+    def _commit_alone(self, o: _Outgoing) -> None:
+        """``o``'s group commit on its own, until it goes through as a whole."""
+        o.again = False
+        while o.pending and o.error is None:
+            with self._persist_locks[o.key]:
+                reply = o.store.write([o.store.commit_batch_call(o.key, self._records(o),
+                                                                 self._sent_marks.get(o.key, []))],
+                                      raise_on_error=False)[0]
+                self._committed(o, reply)
+            if not o.again:
+                return
+            o.again = False
+
+    def _one_by_one(self, o: _Outgoing, exc: SequenceReuse) -> None:
+        """QuickFIX and Redis disagree on the next number (numbers committed ahead were never
+        used): ``o``'s deliveries are sent one by one, each stored by ``toApp`` displacing what
+        is unsent (``_persist``)."""
+        log.warning("%s: group commit not possible (%s); one commit per message", o.key, exc)
+        sent = o.store.delivered_many(o.key, [d.inbox_id for d in o.pending])
+        o.pending = [d for d in o.pending if d.inbox_id not in sent]
+        for d in o.pending:
+            d.seq = 0
+
+    def _send(self, o: _Outgoing) -> None:
+        """``o``'s committed deliveries onto the wire, in order (its send lock held)."""
+        if CRASH_AFTER_BATCH_COMMIT == str(o.key):  # fault tests: dead between commit and send
+            die(f"FIXGW_TEST_CRASH_AFTER_BATCH_COMMIT={o.key}", 9)
+        self._delivery_failed.discard(o.text)
+        message = self._message()
+        try:
+            for d in o.pending:
+                # One at a time, so a message QuickFIX does not pass through toApp (a logged-out
+                # session about to reset) can never pair toApp with the wrong delivery.
+                self._in_flight[threading.get_ident()] = (o.text, d)
+                fix.Session.sendToTarget(from_text(d.text, into=message), o.sid)
+        finally:
+            self._in_flight.pop(threading.get_ident(), None)
+        self._sent_marks[o.key] = [d.seq for d in o.pending if d.seq]
+        if o.text in self._delivery_failed:
+            o.error = StoreError(f"{o.key}: a delivery was not stored; its entry is retried")
+
+    def _message(self) -> fix.Message:
+        """This sending thread's message, refilled for each delivery (``from_text``). QuickFIX
+        keeps nothing of it after ``sendToTarget`` (it stores and sends the string), and
+        ``setString`` clears what the previous send filled in. The profile: constructing a
         ``fix.Message`` per report was the costliest call into the bindings on the send path."""
         message: fix.Message | None = getattr(self._scratch, "message", None)
         if message is None:
             message = self._scratch.message = fix.Message()
-        return from_text(text, into=message)
+        return message
 
     def _prepare(self, cfg: SessionConfig, d: Delivery, seq: int, stamp: str) -> None:
         """``d``'s bytes as QuickFIX will send them under ``seq`` (its header filled then)."""
         d.seq, d.sending_time = seq, stamp
         sender, target = cfg.sender_comp_id, cfg.target_comp_id
         assert sender is not None and target is not None, "GatewaySettings fills them in"
-        d.raw = filled(d.text, cfg.begin_string, sender, target, seq, stamp)
+        d.raw = (filled_body if d.plain else filled)(d.text, cfg.begin_string, sender, target, seq, stamp)
 
     def _in_flight_delivery(self) -> tuple[str, Delivery] | None:
         """The session and delivery this thread is sending right now, if any (taken once)."""
@@ -333,7 +405,7 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         A handful of calls into the bindings, no store I/O. False: it is a miss (``_persist``)."""
         if not delivery.seq:
             return False
-        message.getHeader().setField(fix.StringField(SENDING_TIME, delivery.sending_time))
+        message.getHeader().setField(SENDING_TIME, delivery.sending_time)  # one call: no StringField made
         if wire_bytes(message) != delivery.raw:
             return False
         cfg, key = self._keys[text]

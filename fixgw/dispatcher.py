@@ -100,6 +100,7 @@ class Dispatcher(threading.Thread):
         ns = gateway.namespace
         self.streams = {GatewayKey(ns, kind).inbox_stream: kind for kind in gateway.settings.kinds()}
         self.sessions = {str(cfg.key(ns)): cfg for cfg in gateway.settings.session}
+        self.key_text = {cfg.name: text for text, cfg in self.sessions.items()}  # asked for per event
         self.drop_copies = [cfg for cfg in gateway.settings.session if cfg.kind == "dc"]
         self.session_ids = {str(cfg.key(ns)): fix.SessionID(cfg.begin_string, cfg.sender_comp_id,
                                                              cfg.target_comp_id) for cfg in gateway.settings.session}
@@ -148,10 +149,10 @@ class Dispatcher(threading.Thread):
                 if own_pending and not got:
                     own_pending = False
                     continue
-                for stream_name, entries in reply:
-                    if entries:
-                        self._dispatch_entries(self.streams[stream_name], entries)
-                        to_ack.append((stream_name, [e for e, _ in entries]))
+                parts = [(stream_name, entries) for stream_name, entries in reply if entries]
+                if parts:
+                    self._dispatch_streams([(self.streams[name], entries) for name, entries in parts])
+                    to_ack += [(name, [e for e, _ in entries]) for name, entries in parts]
             except (RedisError, StoreError) as exc:
                 log.error("dispatcher: %s; retrying (entries stay pending)", exc)
                 own_pending = True
@@ -179,12 +180,27 @@ class Dispatcher(threading.Thread):
                      entries, views, events)
         return entries, views, events
 
+    def _dispatch_streams(self, parts: list[tuple[str, list[tuple[bytes, dict[bytes, bytes] | None]]]]) -> None:
+        """A cycle's entries of every inbox stream (order entry, drop copy) dispatched together,
+        so that every session's group commit goes in one round trip; if that fails for any
+        reason but the store's, one stream at a time (``_dispatch_entries``)."""
+        if len(parts) == 1:
+            return self._dispatch_entries(*parts[0])
+        try:
+            self.dispatch([(kind, [fields for _, fields in entries]) for kind, entries in parts])
+        except (RedisError, StoreError):
+            raise  # the store: the entries stay pending and are retried
+        except Exception as exc:  # noqa: BLE001 (a bad entry or a bug; isolate it)
+            log.warning("dispatcher: a batch of %d streams failed (%s); one stream at a time", len(parts), exc)
+            for kind, entries in parts:
+                self._dispatch_entries(kind, entries)
+
     def _dispatch_entries(self, kind: str, entries: list[tuple[bytes, dict[bytes, bytes] | None]]) -> None:
         """Dispatch a batch; if it fails for any reason but the store's, one entry at a time,
         and an entry that fails alone goes to the inbox's dead-letter stream with the error —
         the dispatcher never stops, and never loops, on one bad entry."""
         try:
-            self.dispatch(kind, [fields for _, fields in entries])
+            self.dispatch([(kind, [fields for _, fields in entries])])
         except (RedisError, StoreError):
             raise  # the store: the entries stay pending and are retried
         except Exception as exc:  # noqa: BLE001 (a bad entry or a bug; isolate it)
@@ -200,22 +216,24 @@ class Dispatcher(threading.Thread):
             self.client.xadd(dead, moved)
             self.gateway.metrics.dispatcher_dead_lettered.inc()
 
-    def dispatch(self, kind: str, batch: list[dict[bytes, bytes] | None]) -> None:
-        """Turn a batch of inbox entries into messages, grouped per session, and hand each
-        session's messages to the gateway as one group commit (views read once per session)."""
+    def dispatch(self, parts: list[tuple[str, list[dict[bytes, bytes] | None]]]) -> None:
+        """Turn batches of inbox entries (each with its inbox's kind) into messages, grouped per
+        session, and hand every session's messages to the gateway as one group commit each, all
+        in one round trip (``deliver_many``; views read once per session)."""
         routed: list[tuple[SessionConfig, Event, tuple[str, ...]]] = []
-        for fields in batch:
-            raw = (fields or {}).get(b"event")
-            if raw is None:
-                raise ContractError("inbox entry has no event field")  # → dead letter, alone
-            event = parse_event(raw)
-            self._check_order(kind, event, (fields or {}).get(b"x-partition-offset"))
-            routed += [(cfg, event, roles) for cfg, roles in self.targets(kind, event)]
+        for kind, batch in parts:
+            for fields in batch:
+                raw = (fields or {}).get(b"event")
+                if raw is None:
+                    raise ContractError("inbox entry has no event field")  # → dead letter, alone
+                event = parse_event(raw)
+                self._check_order(kind, event, (fields or {}).get(b"x-partition-offset"))
+                routed += [(cfg, event, roles) for cfg, roles in self.targets(kind, event)]
         views = self._views(routed)
         per_session: dict[str, list[tuple[Delivery, tr.OrderView | None]]] = {}  # with the view each commits
         table = self.behaviour.table
         for cfg, event, roles in routed:
-            key = str(cfg.key(self.gateway.namespace))
+            key = self.key_text[cfg.name]
             known = {oid: views.get((key, oid)) for oid in order_ids(event, roles)}
             for out in tr.event_messages(event, known, table, cfg.begin_string, roles):
                 if out.view is not None:
@@ -223,16 +241,26 @@ class Dispatcher(threading.Thread):
                 view_json = out.view.to_json() if out.view is not None else ""
                 text = body_text(out.msg_type, out.fields)
                 delivery = Delivery(text, out.msg_type, out.inbox_id, out.order_id, view_json,
-                                    index=self._index(out.view, cfg.kind == "dc"))
+                                    index=self._index(out.view, cfg.kind == "dc"), plain=True)
                 per_session.setdefault(key, []).append((delivery, out.view))
-        for key, pairs in per_session.items():
-            deliveries = [d for d, _ in pairs]
-            try:
-                sent = self.gateway.application.deliver(self.session_ids[key], deliveries)
-            except BaseException:
-                self._open_views.forget(key, deliveries)  # the commit may or may not have landed
-                raise
-            self._open_views.committed(key, pairs, sent)
+        if not per_session:
+            return
+        try:
+            results = self.gateway.application.deliver_many(
+                [(self.session_ids[key], [d for d, _ in pairs]) for key, pairs in per_session.items()])
+        except BaseException:
+            for key, pairs in per_session.items():  # the commits may or may not have landed
+                self._open_views.forget(key, [d for d, _ in pairs])
+            raise
+        failed: StoreError | None = None
+        for (key, pairs), result in zip(per_session.items(), results):
+            if isinstance(result, StoreError):
+                self._open_views.forget(key, [d for d, _ in pairs])
+                failed = failed or result
+            else:
+                self._open_views.committed(key, pairs, result)
+        if failed is not None:
+            raise failed  # the entries stay pending: the sessions that were sent find theirs delivered
 
     def _index(self, view: tr.OrderView | None, drop_copy: bool) -> OrderIndex:
         """How the order's ClOrdID records and retention follow this message (``OrderIndex``).
@@ -255,7 +283,7 @@ class Dispatcher(threading.Thread):
         was built from.)"""
         wanted: dict[str, tuple[SessionConfig, set[str]]] = {}
         for cfg, event, roles in routed:
-            ids = wanted.setdefault(str(cfg.key(self.gateway.namespace)), (cfg, set()))[1]
+            ids = wanted.setdefault(self.key_text[cfg.name], (cfg, set()))[1]
             if not isinstance(event.payload, OrderAccepted):
                 ids.update(order_ids(event, roles))
         views: dict[tuple[str, str], tr.OrderView | None] = {}

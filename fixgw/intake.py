@@ -74,11 +74,12 @@ class Work(Protocol):
 
 class Intake:
     def __init__(self, fatal: Callable[[str], None], on_written: Callable[[SessionKey, int], None],
-                 deliver: Callable[[fix.SessionID, list[Any]], object], clients: Sequence[RedisClient] = ()) -> None:
+                 deliver: Callable[[list[tuple[fix.SessionID, list[Any]]]], list[Any]],
+                 clients: Sequence[RedisClient] = ()) -> None:
         self._fatal = fatal
         self._clients = clients  # the datastores it writes: a connection of its own to each
         self._on_written = on_written
-        self._deliver = deliver  # GatewayApplication.deliver: group commit, then send
+        self._deliver = deliver  # GatewayApplication.deliver_many: group commits, then sends
         self._work: list[Work] = []
         self._answers: dict[str, tuple[fix.SessionID, list[Any]]] = {}
         self._targets: dict[SessionKey, tuple[SessionStore, int]] = {}
@@ -144,11 +145,16 @@ class Intake:
             targets = {}
         if self.after_work is not None:
             self.after_work()
-        for sid, deliveries in answers.values():
-            try:
-                self._deliver(sid, deliveries)
+        if answers:
+            batches = list(answers.values())
+            try:  # every session's group commit in one round trip
+                results = self._deliver(batches)
             except StoreError as exc:
-                self._fatal(f"{sid.toString()}: answers not stored: {exc}")
+                self._fatal(f"answers of {sorted(text for text in answers)} not stored: {exc}")
+                return
+            failed = [(sid, r) for (sid, _), r in zip(batches, results) if isinstance(r, StoreError)]
+            if failed:
+                self._fatal("; ".join(f"{sid.toString()}: answers not stored: {r}" for sid, r in failed))
                 return
         with self._io:
             for store, numbers in self._numbers(targets, resets).values():

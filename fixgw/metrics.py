@@ -39,6 +39,7 @@ class GatewayMetrics:
                                               "their session logged out or dropped", ["session"], registry=r)
         self._sent: dict[tuple[str, str], Any] = {}  # label children, looked up per message: cached
         self._sender_seq: dict[str, Any] = {}
+        self._target_seq: dict[Any, Any] = {}  # by SessionKey
         self._received: dict[tuple[str, str], Any] = {}
         self.dispatcher_dead_lettered = Counter("fixgw_dispatcher_dead_lettered", "Inbox entries moved to the "
                                                 "inbox dead-letter stream (not turned into messages)", registry=r)
@@ -57,6 +58,13 @@ class GatewayMetrics:
             if gauge is None:
                 gauge = self._sender_seq[session] = self.sender_seq.labels(session)
             gauge.set(seq + 1)
+
+    def target(self, session: Any, seq: int) -> None:
+        """The next inbound number recorded for ``session`` (a SessionKey; every intake cycle)."""
+        gauge = self._target_seq.get(session)
+        if gauge is None:
+            gauge = self._target_seq[session] = self.target_seq.labels(str(session))
+        gauge.set(seq)
 
     def received(self, session: str, msg_type: str) -> None:
         counter = self._received.get((session, msg_type))

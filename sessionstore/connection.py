@@ -251,27 +251,43 @@ def own_connections(clients: Iterable[RedisClient]) -> Iterator[None]:
         yield
 
 
-@contextmanager
-def checked_out(client: RedisClient) -> Iterator[Any]:
+def checked_out(client: RedisClient) -> _CheckedOut:
     """A connection of a standalone or Sentinel client for one exchange: the thread's own
     (``own_connection``) or one from the pool. After any error it is disconnected, so the next
-    exchange starts on a clean socket, never behind an unread reply."""
-    pool = standalone_pool(client)
-    held = _owned_by_this_thread().get(id(pool))
-    conn = held if held is not None else pool.get_connection()
-    try:
-        if held is not None:
+    exchange starts on a clean socket, never behind an unread reply. (A class, not a generator:
+    every round trip of the hot loops goes through it, and contextlib's machinery showed.)"""
+    return _CheckedOut(client)
+
+
+class _CheckedOut:
+    __slots__ = ("_pool", "_held", "_conn")
+
+    def __init__(self, client: RedisClient) -> None:
+        self._pool = standalone_pool(client)
+        self._held = _owned_by_this_thread().get(id(self._pool))
+        self._conn: Any = None
+
+    def __enter__(self) -> Any:
+        held = self._held
+        if held is None:
+            self._conn = self._pool.get_connection()
+            return self._conn
+        self._conn = held
+        try:
             # (Re)connect through the connection's own connect(): a no-op when connected, and the
             # one that asks Sentinel for the primary. send_packed_command would connect by itself,
             # but through the base class, which ignores Sentinel (it dialled localhost:6379).
-            conn.connect()
-        yield conn
-    except BaseException:
-        conn.disconnect()
-        raise
-    finally:
-        if held is None:
-            pool.release(conn)
+            held.connect()
+        except BaseException:
+            held.disconnect()
+            raise
+        return held
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self._conn.disconnect()
+        if self._held is None:
+            self._pool.release(self._conn)
 
 
 def read_replies(conn: Any, count: int) -> list[Any]:

@@ -156,11 +156,12 @@ class SessionStore:
 
     # --- writes -----------------------------------------------------------------------
 
-    def write(self, calls: list[Call], raise_on_error: bool = True) -> list[Any]:
+    def write(self, calls: list[Call], raise_on_error: bool = True, also_fenced_by: Iterable[Fence] = ()) -> list[Any]:
         """Send ``calls`` in one round trip, fenced, replicated to ``replica_acks`` replicas when
         asked; the replies in order. An error reply raises (translated: FencedWrite,
         SequenceReuse, StoreError) after every reply was read, or with ``raise_on_error=False``
-        stands in its place, translated.
+        stands in its place, translated. ``also_fenced_by``: the fences of other stores whose
+        calls ride along (``write_together``), each checked too.
 
         The hot path of the gateway (DESIGN §7): the commands are packed by hiredis and sent on
         one pooled connection, about a third of redis-py's per-command cost (the cell's commit
@@ -168,6 +169,8 @@ class SessionStore:
         without the earlier ones (the commands it covers). A Cluster goes command by command.
         """
         self.fence.check()
+        for fence in also_fenced_by:
+            fence.check()
         started = time.perf_counter()
         with _translated():
             replies = self._cluster_calls(calls) if self._cluster else self._packed_calls(calls)
@@ -247,6 +250,12 @@ class SessionStore:
         """Group commit: ``(record, inbox id, order id, order view[, OrderIndex])`` for numbers
         continuing lastSentSeqNum, before any is sent; ``sent`` are numbers of earlier batches
         now sent. Returns the inbox ids already delivered — then nothing was written."""
+        return batch_outcome(self.write([self.commit_batch_call(session, deliveries, sent)])[0])
+
+    def commit_batch_call(self, session: SessionKey, deliveries: list[tuple[Any, ...]], sent: Iterable[int] = ()
+                          ) -> Call:
+        """``commit_batch`` as a call, to write with other sessions' (``write_together``); its
+        reply goes to ``batch_outcome``."""
         keys = [session.owner, session.state, session.inbox, session.orders, session.unsent, session.closed]
         window = max((d[4].window_ms for d in deliveries if len(d) > 4), default=0)
         args: list[Any] = [self.fence.epoch, len(deliveries), window]
@@ -256,8 +265,7 @@ class SessionStore:
             args += [encode_seq_field(rec.seq_num), rec.encode(), rec.seq_num, inbox_id, order_id, view,
                      index.state, index.clordid, index.replaced]
         args += list(sent)
-        reply = self._eval(self._batch, keys, args)
-        return {r.decode() if isinstance(r, bytes) else str(r) for r in reply or []}
+        return self.script_call(self._batch, keys, args)
 
     @staticmethod
     def _index_keys(session: SessionKey, index: OrderIndex) -> list[str]:
@@ -424,6 +432,41 @@ class SessionStore:
                         raise StoreCorruption(key, str(rec.seq_num), f"seqNum belongs in chunk {rec.seq_num // CHUNK_SIZE}")
                     if first <= rec.seq_num <= last:
                         yield rec
+
+
+def batch_outcome(reply: Any) -> set[str]:
+    """A group commit's reply (``commit_batch_call``): the inbox ids found delivered already
+    (then nothing was written), or the error it stands for raised (SequenceReuse, FencedWrite,
+    StoreError)."""
+    if isinstance(reply, Exception):
+        raise reply
+    return {r.decode() if isinstance(r, bytes) else str(r) for r in reply or []}
+
+
+def write_together(parts: list[tuple[SessionStore, list[Call]]]) -> list[list[Any]]:
+    """Several stores' calls, one round trip per datastore: the stores of one gateway (order
+    entry, drop copy) share theirs, so a dispatcher cycle's group commits of every session go
+    together. Each store's fence is checked; each part's replies come back in order, error
+    replies translated in place (``write(raise_on_error=False)``). A failed round trip raises
+    StoreError, and no part of a datastore that failed was written by this call (a part of
+    another datastore may have been)."""
+    by_client: dict[int, list[int]] = {}
+    for i, (store, _) in enumerate(parts):
+        by_client.setdefault(id(store.client), []).append(i)
+    out: list[list[Any]] = [[] for _ in parts]
+    for indices in by_client.values():
+        first = parts[indices[0]][0]
+        calls = [call for i in indices for call in parts[i][1]]
+        if not calls:
+            continue
+        others = {id(parts[i][0].fence): parts[i][0].fence for i in indices if parts[i][0].fence is not first.fence}
+        replies = first.write(calls, raise_on_error=False, also_fenced_by=others.values())
+        at = 0
+        for i in indices:
+            n = len(parts[i][1])
+            out[i] = replies[at:at + n]
+            at += n
+    return out
 
 
 def _batched(items: list[T], size: int) -> Iterable[list[T]]:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
+
 import pytest
 import quickfix as fix
 
-from fixgw.fixmsg import body_text, build, filled, from_text, inbound, wire_bytes
+from fixgw.fixmsg import body_text, build, filled, filled_body, from_text, inbound, sending_time, transact_time, wire_bytes
 
 
 def quickfix_fill(message: fix.Message, seq: int, stamp: str) -> bytes:
@@ -72,6 +75,29 @@ def test_reports_made_from_text_equal_reports_built_field_by_field(msg_type: str
     assert from_text(text).toString() == built.toString()
     assert filled(text, "FIX.4.4", "GW", "CLIENT1", 7, "20261201-06:30:00.000") == quickfix_fill(from_text(text), 7,
                                                                                           "20261201-06:30:00.000")
+    # the dispatcher's shortcut for texts body_text made: the same bytes, the text not taken apart
+    for seq in (1, 7, 123456):
+        assert (filled_body(text, "FIX.4.4", "GW", "CLIENT1", seq, "20261201-06:30:00.000")
+                == quickfix_fill(from_text(text), seq, "20261201-06:30:00.000"))
+
+
+def test_a_header_field_among_body_fields_is_refused() -> None:
+    """``filled_body`` puts the header in front of the body as it is: a header field in the
+    body would go out elsewhere than committed, so ``body_text`` refuses it."""
+    with pytest.raises(ValueError, match="header fields"):
+        body_text("8", [(37, "O-1"), (115, "ONBEHALF")])
+
+
+def test_timestamps_are_written_as_quickfix_writes_them() -> None:
+    """SendingTime with milliseconds, TransactTime in whole seconds, both UTC (cached per
+    second: consecutive calls agree with the clock)."""
+    before = datetime.now(UTC).replace(microsecond=0)
+    stamp, whole = sending_time(), transact_time()
+    after = datetime.now(UTC)
+    assert re.fullmatch(r"\d{8}-\d{2}:\d{2}:\d{2}\.\d{3}", stamp) and re.fullmatch(r"\d{8}-\d{2}:\d{2}:\d{2}", whole)
+    for text in (stamp, whole):
+        parsed = datetime.strptime(text[:17], "%Y%m%d-%H:%M:%S").replace(tzinfo=UTC)
+        assert before <= parsed <= after
 
 
 @pytest.mark.parametrize("poss_dup,poss_resend", [("Y", "Y"), ("N", "Y"), ("Y", ""), ("", "")])

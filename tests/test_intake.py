@@ -45,9 +45,9 @@ class CountedStore(SessionStore):
 
     writes: list[int]
 
-    def write(self, calls: list[Any], raise_on_error: bool = True) -> list[Any]:
+    def write(self, calls: list[Any], raise_on_error: bool = True, also_fenced_by: Any = ()) -> list[Any]:
         self.writes.append(len(calls))
-        return super().write(calls, raise_on_error)
+        return super().write(calls, raise_on_error, also_fenced_by)
 
 
 @pytest.fixture
@@ -68,8 +68,10 @@ def intake(answers: list[Any] | None = None) -> tuple[Intake, list[tuple[Session
     written: list[tuple[SessionKey, int]] = []
     fatal: list[str] = []
 
-    def deliver(sid: Any, deliveries: list[Any]) -> None:
-        (answers if answers is not None else []).append(deliveries)
+    def deliver(batches: list[tuple[Any, list[Any]]]) -> list[Any]:
+        for _, deliveries in batches:
+            (answers if answers is not None else []).append(deliveries)
+        return [deliveries for _, deliveries in batches]
 
     box = Intake(fatal.append, lambda s, n: written.append((s, n)), deliver)
     box.stop()  # no thread: the test runs the cycle itself (``flush``)

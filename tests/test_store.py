@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,7 @@ from sessionstore import (
 )
 from sessionstore.codec import encode_seq_field
 from sessionstore.settings import RedisEndpoint
+from sessionstore.store import batch_outcome, write_together
 
 
 def new_session() -> SessionKey:
@@ -168,6 +170,60 @@ def test_an_event_becomes_a_message_once_per_session(store: SessionStore) -> Non
     assert store.delivered(session, "ev1:O") and store.delivered_many(session, ["ev1:O", "ev9:O"]) == {"ev1:O"}
     assert store.load_state(session).last_sent_seq_num == 2, "the refused replay consumed no number"
     assert store.order_views(session, ["o1", "o2"]) == ['{"status":"0"}', None]
+
+
+class Counted(SessionStore):
+    """The real store, counting its round trips (each ``write`` is one)."""
+
+    def write(self, calls: list[Any], raise_on_error: bool = True, also_fenced_by: Any = ()) -> list[Any]:
+        ROUND_TRIPS.append(len(calls))
+        return super().write(calls, raise_on_error, also_fenced_by)
+
+
+ROUND_TRIPS: list[int] = []
+
+
+class Refusing:
+    """A fence whose lock was lost."""
+
+    epoch = 1
+
+    def check(self) -> None:
+        raise FencedWrite("lock lost")
+
+
+def test_group_commits_of_two_stores_on_one_datastore_go_in_one_round_trip(store: SessionStore) -> None:
+    """A gateway's order-entry and drop-copy stores share a datastore: a dispatcher cycle's group
+    commits of every session go in one round trip, every store's fence checked, and each
+    session's outcome is its own (stored, found delivered, refused)."""
+    fsg, dc = Counted(store.client, FixedEpoch(1)), Counted(store.client, FixedEpoch(1))
+    trader, copy = claimed(fsg), SessionKey("test", "dc", f"D{uuid.uuid4().hex[:10]}")
+    dc.stamp_owner(copy)
+    ROUND_TRIPS.clear()
+    replies = write_together([(fsg, [fsg.commit_batch_call(trader, [(message(1), "e1:O", "o1", "v1")])]),
+                              (dc, [dc.commit_batch_call(copy, [(message(1), "e1:O", "o1", "v1"),
+                                                                 (message(2), "e2:O", "o2", "v2")])])])
+    assert ROUND_TRIPS == [2], "both sessions' scripts in one round trip"
+    assert [batch_outcome(r) for [r] in replies] == [set(), set()]
+    assert fsg.load_state(trader).last_sent_seq_num == 1 and dc.load_state(copy).last_sent_seq_num == 2
+    # one session's event again (found delivered: nothing written there), the other's new
+    replies = write_together([(fsg, [fsg.commit_batch_call(trader, [(message(2), "e1:O", "o1", "v1")])]),
+                              (dc, [dc.commit_batch_call(copy, [(message(3), "e3:O", "o3", "v3")])])])
+    assert [batch_outcome(r) for [r] in replies] == [{"e1:O"}, set()]
+    assert fsg.load_state(trader).last_sent_seq_num == 1 and dc.load_state(copy).last_sent_seq_num == 3
+    # a session whose epoch is stale is refused in its place; the other is stored
+    stale = SessionStore(store.client, FixedEpoch(0))
+    replies = write_together([(stale, [stale.commit_batch_call(trader, [(message(2), "e2:O", "o2", "v2")])]),
+                              (dc, [dc.commit_batch_call(copy, [(message(4), "e4:O", "o4", "v4")])])])
+    with pytest.raises(FencedWrite):
+        batch_outcome(replies[0][0])
+    assert batch_outcome(replies[1][0]) == set() and dc.load_state(copy).last_sent_seq_num == 4
+    # a store that lost its lock stops the whole write: nothing of either session is written
+    lost = SessionStore(store.client, Refusing())
+    with pytest.raises(FencedWrite):
+        write_together([(fsg, [fsg.commit_batch_call(trader, [(message(2), "e2:O", "o2", "v2")])]),
+                        (lost, [lost.commit_batch_call(copy, [(message(5), "e5:O", "o5", "v5")])])])
+    assert fsg.load_state(trader).last_sent_seq_num == 1 and dc.load_state(copy).last_sent_seq_num == 4
 
 
 def test_a_batch_must_continue_the_sequence_and_an_identical_replay_is_harmless(store: SessionStore) -> None:
