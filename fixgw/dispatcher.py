@@ -221,13 +221,14 @@ class Dispatcher(threading.Thread):
         session, and hand every session's messages to the gateway as one group commit each, all
         in one round trip (``deliver_many``; views read once per session)."""
         routed: list[tuple[SessionConfig, Event, tuple[str, ...]]] = []
+        seen: dict[tuple[str, int], tuple[int, int]] = {}  # offsets reached (``_check_order``)
         for kind, batch in parts:
             for fields in batch:
                 raw = (fields or {}).get(b"event")
                 if raw is None:
                     raise ContractError("inbox entry has no event field")  # → dead letter, alone
                 event = parse_event(raw)
-                self._check_order(kind, event, (fields or {}).get(b"x-partition-offset"))
+                self._check_order(kind, event, (fields or {}).get(b"x-partition-offset"), seen)
                 routed += [(cfg, event, roles) for cfg, roles in self.targets(kind, event)]
         views = self._views(routed)
         per_session: dict[str, list[tuple[Delivery, tr.OrderView | None]]] = {}  # with the view each commits
@@ -244,6 +245,7 @@ class Dispatcher(threading.Thread):
                                     index=self._index(out.view, cfg.kind == "dc"), plain=True)
                 per_session.setdefault(key, []).append((delivery, out.view))
         if not per_session:
+            self._last_offset.update(seen)
             return
         try:
             results = self.gateway.application.deliver_many(
@@ -261,6 +263,7 @@ class Dispatcher(threading.Thread):
                 self._open_views.committed(key, pairs, result)
         if failed is not None:
             raise failed  # the entries stay pending: the sessions that were sent find theirs delivered
+        self._last_offset.update(seen)
 
     def _index(self, view: tr.OrderView | None, drop_copy: bool) -> OrderIndex:
         """How the order's ClOrdID records and retention follow this message (``OrderIndex``).
@@ -308,8 +311,11 @@ class Dispatcher(threading.Thread):
                     views[(key, oid)] = tr.OrderView.from_json(v) if v else None
         return views
 
-    def _check_order(self, kind: str, event: Event, offset_raw: bytes | None) -> None:
-        """Watch that each partition's events arrive in partition order.
+    def _check_order(self, kind: str, event: Event, offset_raw: bytes | None,
+                     seen: dict[tuple[str, int], tuple[int, int]]) -> None:
+        """Watch that each partition's events arrive in partition order. ``seen``: the offsets
+        this batch reached, kept once it is delivered (a batch retried after a failed commit
+        is not out of order: its offsets were never taken as reached).
 
         Decided: the dispatcher delivers in arrival order and never holds back or drops an
         event (an execution must reach its session); order is the publisher's guarantee
@@ -322,9 +328,9 @@ class Dispatcher(threading.Thread):
             return
         ms, _, seq = offset_raw.decode().partition("-")
         offset = (int(ms), int(seq or 0))
-        last = self._last_offset.get((kind, event.partition))
+        last = seen.get((kind, event.partition)) or self._last_offset.get((kind, event.partition))
         if last is None or offset > last:
-            self._last_offset[(kind, event.partition)] = offset
+            seen[(kind, event.partition)] = offset
             return
         inbox_ids = [f"{event.event_id}:{role}" for role in "OMT"]  # see translation.event_messages
         ns = self.gateway.namespace

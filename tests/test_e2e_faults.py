@@ -206,6 +206,55 @@ def test_a_gateway_killed_between_a_batch_commit_and_its_sends_resends_every_sto
             system.stop()
 
 
+def test_a_session_whose_commits_are_refused_gets_every_report_once_accepted_again(tmp_path: Path) -> None:
+    """A dispatcher cycle's group commits of every session go in one round trip, and each
+    session's outcome is its own: while the drop copy's commits are refused (its owner stamp
+    changed under the gateway, as a newer writer's would), nothing reaches it, and the entries
+    stay pending (the order-entry session's reports of those cycles go out; later entries wait
+    behind the pending ones: README, the write path). Once its commits are taken again, every
+    report reaches each session exactly once, in order."""
+    from sessionstore import SessionKey
+    from tests.gateway_helpers import RawTrader, http_text
+
+    with standalone() as server:
+        system = System(tmp_path, server, [server, server]).start()
+        trader, copy = RawTrader(system.fix_port, "CLIENT1"), RawTrader(system.fix_port, "DROPCOPY")
+        try:
+            for t in (trader, copy):
+                t.logon()
+                t.wait_for(lambda m: m.get(35) == b"A", "the Logon answer", timeout=20)
+            client = server.client()
+            owner = SessionKey("e2e", "dc", "DROPCOPY").owner
+            epoch = client.get(owner)
+            client.set(owner, b"999999")  # the drop copy's commits are refused from now on
+
+            def news(t: RawTrader, clordid: bytes) -> list[dict[int, bytes]]:
+                return [m for m in t.received if m.get(35) == b"8" and m.get(11) == clordid and m.get(150) == b"0"]
+
+            placed = [f"fd-{i}".encode() for i in range(30)]  # a burst: both inboxes' entries share cycles
+            for clordid in placed:
+                trader.send(f"35=D\x0111={clordid.decode()}\x0155=T16\x0154=1\x0140=2\x0144=1.00\x0138=1\x0159=1\x01"
+                            "60=20260101-00:00:00")
+            trader.wait_for(lambda m: bool(news(trader, placed[0])), "the order-entry session's first New", timeout=20)
+            time.sleep(1.5)  # the drop copy's commits are refused and retried meanwhile
+            assert not any(news(copy, c) for c in placed), "nothing reaches the drop copy that its store refused"
+            client.set(owner, epoch)
+            for t in (trader, copy):
+                t.wait_for(lambda m, t=t: all(news(t, c) for c in placed), "every New", timeout=30)
+            time.sleep(1.0)  # anything extra would have arrived by now
+            assert all(len(news(trader, c)) == 1 and len(news(copy, c)) == 1 for c in placed), "each report once"
+            for t in (trader, copy):
+                assert [m[11] for m in t.received if m.get(150) == b"0"] == placed, "in order"
+                seqs = [int(m[34]) for m in t.received]
+                assert seqs == list(range(1, len(seqs) + 1)), "numbers in order, none skipped"
+            assert "fixgw_events_out_of_order_total{" not in http_text(system.gateway.http_port, "/metrics"), \
+                "a batch retried after a refused commit is not taken for events out of order"
+        finally:
+            trader.close()
+            copy.close()
+            system.stop()
+
+
 def test_heartbeats_interleaving_with_large_batches_never_give_a_number_two_contents(tmp_path: Path) -> None:
     import re
     import threading
