@@ -95,6 +95,9 @@ class Dispatcher(threading.Thread):
         self._last_offset: dict[tuple[str, int], tuple[int, int]] = {}  # (inbox kind, partition) → offset
         self._next_retention = 0.0
         self._open_views = OpenViews(OPEN_VIEWS_CACHED)
+        # Since when, and why, the entries read are not delivered (a store error, retried): a
+        # session whose commits are refused holds back the entries after its own (``problem``).
+        self.failing: tuple[float, str] | None = None
         self.client: RedisClient = gateway.client
         self.batch = gateway.store_settings.dispatchBatchSize
         ns = gateway.namespace
@@ -137,7 +140,7 @@ class Dispatcher(threading.Thread):
         to_ack: list[tuple[str, list[bytes]]] = []
         while not self.stop.is_set():
             try:
-                if not self.gateway.ready:
+                if not self.gateway.serving:
                     self.stop.wait(0.1)
                     continue
                 if time.monotonic() >= self._next_retention:
@@ -153,10 +156,20 @@ class Dispatcher(threading.Thread):
                 if parts:
                     self._dispatch_streams([(self.streams[name], entries) for name, entries in parts])
                     to_ack += [(name, [e for e, _ in entries]) for name, entries in parts]
+                self.failing = None
             except (RedisError, StoreError) as exc:
                 log.error("dispatcher: %s; retrying (entries stay pending)", exc)
+                self.failing = (self.failing[0] if self.failing else time.monotonic(), f"{type(exc).__name__}: {exc}")
                 own_pending = True
                 self.stop.wait(0.5)
+
+    def problem(self, limit_s: float) -> str | None:
+        """For /ready: entries not delivered for longer than ``limit_s`` (every session of the
+        gateway waits behind them), and why."""
+        failing = self.failing
+        if failing is None or time.monotonic() - failing[0] <= limit_s:
+            return None
+        return f"event dispatcher: entries not delivered for {time.monotonic() - failing[0]:.0f}s: {failing[1]}"
 
     def retention(self, now_ms: int | None = None) -> tuple[int, int, int]:
         """One retention pass (README, retention): acknowledged inbox stream entries older than

@@ -86,6 +86,13 @@ class Gateway:
     def ready(self) -> bool:
         return not self.problems()
 
+    @property
+    def serving(self) -> bool:
+        """Active with every lock held: the dispatcher delivers events, whatever else /ready
+        reports (a held command, a stalled callback, the dispatcher's own retries must not
+        stop the delivery of every other session's executions)."""
+        return self.active.is_set() and all(lock.held for lock in self.locks.values())
+
     def serve_http(self) -> int:
         self.http = CellHttp(self.settings.http_port, self.metrics.registry, lambda: self.ready).start()
         return self.http.port

@@ -214,10 +214,13 @@ def test_a_session_whose_commits_are_refused_gets_every_report_once_accepted_aga
     behind the pending ones: README, the write path). Once its commits are taken again, every
     report reaches each session exactly once, in order."""
     from sessionstore import SessionKey
-    from tests.gateway_helpers import RawTrader, http_text
+    from tests.gateway_helpers import RawTrader, http_status, http_text
 
     with standalone() as server:
-        system = System(tmp_path, server, [server, server]).start()
+        system = System(tmp_path, server, [server, server])
+        config = system.gateway.config.read_text()  # /ready says so after a second of refusals
+        system.gateway.config.write_text(config.replace("[gateway]\n", '[gateway]\ncallback_stall_limit = "1s"\n', 1))
+        system.start()
         trader, copy = RawTrader(system.fix_port, "CLIENT1"), RawTrader(system.fix_port, "DROPCOPY")
         try:
             for t in (trader, copy):
@@ -238,6 +241,7 @@ def test_a_session_whose_commits_are_refused_gets_every_report_once_accepted_aga
             trader.wait_for(lambda m: bool(news(trader, placed[0])), "the order-entry session's first New", timeout=20)
             time.sleep(1.5)  # the drop copy's commits are refused and retried meanwhile
             assert not any(news(copy, c) for c in placed), "nothing reaches the drop copy that its store refused"
+            wait_until(lambda: http_status(system.gateway.http_port) == 503, "/ready: entries not delivered", 10)
             client.set(owner, epoch)
             for t in (trader, copy):
                 t.wait_for(lambda m, t=t: all(news(t, c) for c in placed), "every New", timeout=30)
@@ -247,6 +251,7 @@ def test_a_session_whose_commits_are_refused_gets_every_report_once_accepted_aga
                 assert [m[11] for m in t.received if m.get(150) == b"0"] == placed, "in order"
                 seqs = [int(m[34]) for m in t.received]
                 assert seqs == list(range(1, len(seqs) + 1)), "numbers in order, none skipped"
+            wait_until(lambda: http_status(system.gateway.http_port) == 200, "/ready once delivered again", 10)
             assert "fixgw_events_out_of_order_total{" not in http_text(system.gateway.http_port, "/metrics"), \
                 "a batch retried after a refused commit is not taken for events out of order"
         finally:
