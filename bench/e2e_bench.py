@@ -34,7 +34,13 @@ from matching.contracts import PlaceOrder, parse_command, parse_event  # noqa: E
 from matching.keys import PartitionKeys  # noqa: E402
 from sessionstore.embedded import free_port, standalone  # noqa: E402
 from sessionstore.keys import GatewayKey  # noqa: E402
-from tests.system_helpers import System, broker_missing, rabbitmq_vhost  # noqa: E402
+from tests.system_helpers import (  # noqa: E402
+    DROP_COPY_SESSIONS,
+    ORDER_ENTRY_SESSIONS,
+    System,
+    broker_missing,
+    rabbitmq_vhost,
+)
 from tools.fixat import RawSession, fix_time  # noqa: E402
 
 
@@ -163,6 +169,8 @@ def wait_idle(pids: list[int], timeout_s: float = 60) -> None:
 
 def system_processes(system: System, server: object) -> dict[str, int]:
     procs = {"gateway": system.gateway.proc.pid, "valkey": server.proc.pid}  # type: ignore[attr-defined,union-attr]
+    if system.drop_copy_gateway is not None:
+        procs["gateway (dc)"] = system.drop_copy_gateway.proc.pid  # type: ignore[union-attr]
     for (role, p), cell in system.cells.items():
         assert cell.proc is not None
         procs[f"{role} p{p}"] = cell.proc.pid
@@ -211,6 +219,21 @@ def main() -> None:
             mid["cpu_ms"] = 1000 * (sum(cpu_seconds(pid) for pid in procs.values()) - mid_before) / (200 + mid["paced"])
         finally:
             system.stop()
+    # The same system with the drop copy on a gateway process of its own (README: the order
+    # path): the order-entry gateway's dispatcher no longer builds and sends the copies.
+    with standalone(aof=True, appendfsync="everysec") as server:
+        system = System(Path(tempfile.mkdtemp(prefix="fixgw-e2e-split-")), server, [server, server],
+                        sessions=ORDER_ENTRY_SESSIONS, drop_copy_sessions=DROP_COPY_SESSIONS)
+        system.instruments.write_text((ROOT / "config" / "instruments.toml").read_text())
+        system.start()
+        try:
+            split_procs = system_processes(system, server)
+            split_before = sum(cpu_seconds(pid) for pid in split_procs.values())
+            split_run = measure(system.fix_port, args)
+            split_run["cpu_ms"] = (1000 * (sum(cpu_seconds(pid) for pid in split_procs.values()) - split_before)
+                                   / (args.orders + split_run["paced"]))
+        finally:
+            system.stop()
     amqp: dict[str, float] | None = None
     if broker_missing() is None:  # the same system with commands and events through RabbitMQ
         with rabbitmq_vhost("fixgw-bench") as broker, standalone(aof=True, appendfsync="everysec") as server:
@@ -228,6 +251,8 @@ def main() -> None:
           f"{raw['p99_ms']:8.2f} {raw['answered']:>5}/{raw['paced']}")
     print(f"{'fixgw: gateway + Redis + cell + outbox':44} {ours['throughput']:9.0f} {ours['p50_ms']:8.2f} "
           f"{ours['p99_ms']:8.2f} {ours['answered']:>5}/{ours['paced']}")
+    print(f"{'fixgw, drop copy on a gateway of its own':44} {split_run['throughput']:9.0f} {split_run['p50_ms']:8.2f} "
+          f"{split_run['p99_ms']:8.2f} {split_run['answered']:>5}/{split_run['paced']}")
     if amqp is not None:
         print(f"{'fixgw, commands and events via RabbitMQ':44} {amqp['throughput']:9.0f} {amqp['p50_ms']:8.2f} "
               f"{amqp['p99_ms']:8.2f} {amqp['answered']:>5}/{amqp['paced']}")
@@ -258,6 +283,8 @@ def main() -> None:
           f"(2 cores: at most {2 * orders_total / total:,.0f} orders/s if nothing else ran)")
     # Paced below saturation, batches are small and each order pays whole cycles (round trips,
     # wake-ups): the CPU an order costs there, without the load generator, shows how far.
+    print(f"  with the drop copy on a gateway of its own: {split_run['cpu_ms']:.2f} ms/order, every process but the "
+          "load generator")
     print(f"  paced at {mid_rate:.0f}/s: {mid['cpu_ms']:.2f} ms/order; at {args.low_rate:.0f}/s: "
           f"{low['cpu_ms']:.2f} ms/order (gateway, Valkey and cells; each run's 200-order burst included)")
 

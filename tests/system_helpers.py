@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,17 +30,19 @@ min_price = "1"
 max_price = "1000"
 """ for i, s in enumerate(SYMBOLS))
 
-SESSIONS = """
+ORDER_ENTRY_SESSIONS = """
 [[gateway.session]]
 name = "CLIENT1"
 
 [[gateway.session]]
 name = "CLIENT2"
-
+"""
+DROP_COPY_SESSIONS = """
 [[gateway.session]]
 name = "DROPCOPY"
 kind = "dc"
 """
+SESSIONS = ORDER_ENTRY_SESSIONS + DROP_COPY_SESSIONS
 
 
 class Broker:
@@ -144,9 +147,11 @@ class System:
 
     def __init__(self, tmp: Path, store: ValkeyProcess, partitions: list[ValkeyProcess],
                  sessions: str = SESSIONS, gateway_routes: dict[int, str] | None = None,
-                 matching: str = "", broker: Broker | None = None) -> None:
+                 matching: str = "", broker: Broker | None = None, drop_copy_sessions: str = "") -> None:
         """``gateway_routes``: partition → the gateway's own ``[[matching.partition]]`` lines
-        (its URL and client settings), e.g. through a ``ReplyDroppingProxy``."""
+        (its URL and client settings), e.g. through a ``ReplyDroppingProxy``.
+        ``drop_copy_sessions``: drop-copy sessions served by a gateway process of their own
+        (``drop_copy_gateway``, the same namespace, its own FIX port)."""
         self.tmp = tmp
         self.store = store
         self.partitions = partitions
@@ -161,14 +166,23 @@ class System:
 index = {i}
 {routes.get(i, f'url = "{server.url}"')}
 """ for i, server in enumerate(partitions) if server is not store or i in routes)
-        self.gateway = GatewayProc(tmp, store.url, name="gateway", fix_port=self.fix_port, mode="gateway",
-                                   namespace="e2e", sessions=sessions, lock_ttl="2s", renewal="500ms",
-                                   extra=f"""
+        extra = f"""
 [matching]
 partition_count = 2
 instruments = "{self.instruments}"
 {matching}
-{extra_matching}""")
+{extra_matching}"""
+        self.gateway_extra = extra  # the [matching] part of a gateway's config here
+        self.gateway = GatewayProc(tmp, store.url, name="gateway", fix_port=self.fix_port, mode="gateway",
+                                   namespace="e2e", sessions=sessions, lock_ttl="2s", renewal="500ms", extra=extra)
+        self.drop_copy_gateway: GatewayProc | None = None
+        self.ports: dict[str, int] = {}  # session name → its gateway's FIX port, where not ``fix_port``
+        if drop_copy_sessions:
+            self.drop_copy_gateway = GatewayProc(tmp, store.url, name="gateway-dc", fix_port=free_port(),
+                                                 mode="gateway", namespace="e2e", sessions=drop_copy_sessions,
+                                                 lock_ttl="2s", renewal="500ms", extra=extra)
+            for session in tomllib.loads(drop_copy_sessions)["gateway"]["session"]:
+                self.ports[session["name"]] = self.drop_copy_gateway.fix_port
         self.cells: dict[tuple[str, int], CellProc] = {}
         for p, server in enumerate(partitions):
             for role in ("conductor", "outbox"):
@@ -182,11 +196,14 @@ instruments = "{self.instruments}"
         for cell in self.cells.values():
             cell.start()
         self.gateway.start().wait_active(60)
+        if self.drop_copy_gateway is not None:
+            self.drop_copy_gateway.start().wait_active(60)
         return self
 
     def client(self, name: str, reset_on_logon: bool = False) -> DemoClient:
         (self.tmp / "clients").mkdir(exist_ok=True)
-        c = DemoClient(self.tmp / "clients", "127.0.0.1", self.fix_port, name, "FIXGW", reset_on_logon=reset_on_logon)
+        c = DemoClient(self.tmp / "clients", "127.0.0.1", self.ports.get(name, self.fix_port), name, "FIXGW",
+                       reset_on_logon=reset_on_logon)
         c.initiator.start()
         assert c.wait(lambda: c.logged_on, 20), f"{name} could not log on"
         self.clients.append(c)
@@ -197,6 +214,8 @@ instruments = "{self.instruments}"
             c.close()
         self.clients.clear()
         self.gateway.stop()
+        if self.drop_copy_gateway is not None:
+            self.drop_copy_gateway.stop()
         for cell in self.cells.values():  # all at once: each takes up to a second to release its lease
             if cell.proc is not None and cell.proc.poll() is None:
                 cell.proc.terminate()

@@ -13,7 +13,15 @@ from fixgw.demo import DemoClient
 from matching.keys import PartitionKeys
 from sessionstore.embedded import ValkeyProcess, standalone
 from tests.gateway_helpers import wait_until
-from tests.system_helpers import ReplyDroppingProxy, System, reports, wait_reports
+from tests.system_helpers import (
+    DROP_COPY_SESSIONS,
+    ORDER_ENTRY_SESSIONS,
+    ReplyDroppingProxy,
+    System,
+    reports,
+    summary,
+    wait_reports,
+)
 
 
 def exec_ids(client: DemoClient) -> Counter[str]:
@@ -258,6 +266,41 @@ def test_a_session_whose_commits_are_refused_gets_every_report_once_accepted_aga
             trader.close()
             copy.close()
             system.stop()
+
+
+def test_drop_copies_on_a_gateway_process_of_their_own(tmp_path: Path) -> None:
+    """Each kind of session has its own lock and inbox, so the drop copies can be served by a
+    gateway process of their own in the same namespace (its own GIL and core: README, the
+    order path's figures): every report of the order-entry sessions reaches the drop copy,
+    once, and a takeover of either gateway leaves the other serving."""
+    from tests.gateway_helpers import GatewayProc
+
+    with standalone() as server:
+        s = System(tmp_path, server, [server, server], sessions=ORDER_ENTRY_SESSIONS,
+                   drop_copy_sessions=DROP_COPY_SESSIONS).start()
+        try:
+            assert s.drop_copy_gateway is not None
+            c1, c2, dc = s.client("CLIENT1"), s.client("CLIENT2"), s.client("DROPCOPY")
+            c1.order("sp-sell", "2", "3", "10.00", symbol="T19")
+            wait_reports(c1, "sp-sell", 1)
+            c2.order("sp-buy", "1", "3", "10.00", symbol="T19")
+            assert summary(wait_reports(c2, "sp-buy", 2)) == [("8", "0", "0"), ("8", "F", "2")]
+            mine = wait_reports(c1, "sp-sell", 2) + reports(c2, "sp-buy")
+            copies = wait_reports(dc, "sp-sell", 2) + wait_reports(dc, "sp-buy", 2)
+            time.sleep(0.5)
+            assert sorted(r[17] for r in reports(dc)) == sorted(r[17] for r in mine), "every report, once"
+            # the drop-copy gateway dies: order entry goes on; its standby delivers what it missed
+            s.drop_copy_gateway.kill()
+            c1.order("sp-2", "2", "1", "11.00", symbol="T19")
+            wait_reports(c1, "sp-2", 1)
+            standby = GatewayProc(s.tmp, server.url, name="gateway-dc-2", fix_port=s.drop_copy_gateway.fix_port,
+                                  mode="gateway", namespace="e2e", sessions=DROP_COPY_SESSIONS, lock_ttl="2s",
+                                  renewal="500ms", extra=s.gateway_extra)
+            s.drop_copy_gateway = standby.start().wait_active(60)
+            assert dc.wait(lambda: any(r.get(11) == "sp-2" for r in reports(dc)), 30), "the missed report, after logon"
+            assert len(copies) == 4
+        finally:
+            s.stop()
 
 
 def test_heartbeats_interleaving_with_large_batches_never_give_a_number_two_contents(tmp_path: Path) -> None:
