@@ -78,7 +78,7 @@ def _field(fields: Any, tag: int) -> str | None:
 
 @dataclass(slots=True)
 class Delivery:
-    """One event's message for one session, handed to ``GatewayApplication.deliver``."""
+    """One event's message for one session, handed to ``GatewayApplication.deliver_many``."""
 
     text: str  # MsgType and body as QuickFIX's ``toString`` holds them; QuickFIX fills the header when it sends
     msg_type: str
@@ -206,13 +206,6 @@ class GatewayApplication(fix.Application):  # a SWIG director base
     def _unexpected(self, where: str, sid: fix.SessionID, exc: BaseException) -> None:
         log.error("%s: %s failed: %s: %s", self._name(sid), where, type(exc).__name__, exc, exc_info=exc)
         self.metrics.callback_errors.labels(self._name(sid), where).inc()
-
-    def deliver(self, sid: fix.SessionID, deliveries: list[Delivery]) -> list[Delivery]:
-        """One session's group commit, then its sends (``deliver_many``); raises its StoreError."""
-        [result] = self.deliver_many([(sid, deliveries)])
-        if isinstance(result, StoreError):
-            raise result
-        return result
 
     def deliver_many(self, batches: list[tuple[fix.SessionID, list[Delivery]]]) -> list[list[Delivery] | StoreError]:
         """Group commit, then send (DESIGN §7): every message of each session's batch, its inbox

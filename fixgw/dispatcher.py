@@ -2,9 +2,10 @@
 
 The gateway's inbox streams are read in batches of dispatchBatchSize; each event goes to its
 owning session(s) and to every drop-copy session (filtered by account); each session's
-messages of a batch are stored with their events' inbox entries in one group commit
-(``GatewayApplication.deliver``), so every event becomes a message exactly once per session
-across crashes; the stream entries are acknowledged after. A logged-out session's messages
+messages of a batch are stored with their events' inbox entries in one group commit, every
+session's in one round trip (``GatewayApplication.deliver_many``), so every event becomes a
+message exactly once per session across crashes; the stream entries are acknowledged after
+every session they concern has them. A logged-out session's messages
 are stored and reach it, as resends, after its next logon. An entry that cannot be
 dispatched goes to the inbox's dead-letter stream; the dispatcher never stops on one.
 """

@@ -51,7 +51,7 @@ def test_a_delivery_sent_one_at_a_time_makes_its_order_read_again() -> None:
     cache = OpenViews(10)
     opened, fallback = delivery("o1", 1), delivery("o1", 2)
     cache.committed(S, [(opened, view("o1", "0"))], [opened])
-    fallback.seq = 0  # as deliver() leaves it on that path
+    fallback.seq = 0  # as deliver_many leaves it on that path
     cache.committed(S, [(fallback, view("o1", "1", cum="4"))], [fallback])
     assert cache.get(S, "o1") is None
 
