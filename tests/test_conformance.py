@@ -29,12 +29,20 @@ def test_quickfix_acceptance_suite_passes_on_the_redis_backed_store(tmp_path: Pa
     suites = [sorted((AT / v).glob("*.def")) for v in ("fix42", "fix44", "fix50sp2")]
     try:
         with ThreadPoolExecutor(3) as pool:
-            results = [r for rs in pool.map(lambda s: list(run_suite(s, "127.0.0.1", gw.fix_port, formats)), suites)
-                       for r in rs]
+            runs = list(pool.map(lambda s: list(run_suite(s, "127.0.0.1", gw.fix_port, formats)), suites))
+        # QuickFIX's ThreadedSocketConnection polls its socket's number once more after closing it
+        # on a Logout: with three suites connecting to one acceptor at once, another suite's new
+        # connection can be given that number and lose its first message to the closing one (seen
+        # in a full run: a FIX.4.2 Logon in TW44's message log, TW44's next Logon unanswered). A
+        # definition that failed runs once more on its own, no other suite connecting; it must pass.
+        ran = [(path, r) for suite, results in zip(suites, runs) for path, r in zip(suite, results)]
+        again = [path for path, r in ran if not r.passed]
+        alone = dict(zip(again, run_suite(again, "127.0.0.1", gw.fix_port, formats)))
     finally:
         gw.stop()
-    failed = [f"{r.name}: {r.detail}" for r in results if not r.passed]
-    assert len(results) == 177
+    assert len(ran) == 177
+    failed = [f"{r.name}: {r.detail} (alone: {alone[path].detail})" for path, r in ran
+              if not r.passed and not alone[path].passed]
     assert not failed, "\n".join(failed)
     # every session really went through Redis
     assert len(valkey.client().keys("{at/fsg/TW44}/store/*")) >= 1
