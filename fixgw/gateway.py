@@ -94,7 +94,8 @@ class Gateway:
         return self.active.is_set() and all(lock.held for lock in self.locks.values())
 
     def serve_http(self) -> int:
-        self.http = CellHttp(self.settings.http_port, self.metrics.registry, lambda: self.ready).start()
+        self.http = CellHttp(self.settings.http_port, self.metrics.registry, lambda: self.ready,
+                             problems=self.problems).start()
         return self.http.port
 
     def wait_for_locks(self) -> bool:

@@ -1,4 +1,5 @@
-"""The per-process HTTP surface: /metrics, /ready (503 without the lease), /reconcile?pairId=."""
+"""The per-process HTTP surface: /metrics, /ready (503 without the lease, or with the process's
+problems listed), /reconcile?pairId=."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ class CellHttp:
     """Serves one process's endpoints on a daemon thread. Port 0 picks a free port."""
 
     def __init__(self, port: int, registry: CollectorRegistry, ready: Callable[[], bool],
-                 reconcile: Callable[[int], dict[str, Any]] | None = None, host: str = "127.0.0.1") -> None:
+                 reconcile: Callable[[int], dict[str, Any]] | None = None, host: str = "127.0.0.1",
+                 problems: Callable[[], list[str]] | None = None) -> None:
+        """``problems``: why the process is not ready, if it can say (then it decides /ready, and
+        /ready's body lists them for the operator)."""
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -35,8 +39,12 @@ class CellHttp:
                 if url.path == "/metrics":
                     self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
                 elif url.path == "/ready":
-                    ok = ready()
-                    self._send(200 if ok else 503, json.dumps({"ready": ok}).encode())
+                    if problems is None:
+                        ok = ready()
+                        self._send(200 if ok else 503, json.dumps({"ready": ok}).encode())
+                    else:
+                        why = problems()
+                        self._send(503 if why else 200, json.dumps({"ready": not why, "problems": why}).encode())
                 elif url.path == "/reconcile" and owner.reconcile is not None:
                     raw = parse_qs(url.query).get("pairId", [""])[0]
                     if not raw.isdigit():

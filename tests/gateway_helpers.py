@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -30,6 +31,15 @@ def http_status(port: int, path: str = "/ready") -> int:
         return e.code
     except OSError:
         return 0
+
+
+def http_json(port: int, path: str = "/ready") -> tuple[int, Any]:
+    """Status and JSON body, whatever the status (a 503's body says why)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
 
 
 def http_text(port: int, path: str) -> str:

@@ -222,7 +222,7 @@ def test_a_session_whose_commits_are_refused_gets_every_report_once_accepted_aga
     behind the pending ones: README, the write path). Once its commits are taken again, every
     report reaches each session exactly once, in order."""
     from sessionstore import SessionKey
-    from tests.gateway_helpers import RawTrader, http_status, http_text
+    from tests.gateway_helpers import RawTrader, http_json, http_status, http_text
 
     with standalone() as server:
         system = System(tmp_path, server, [server, server])
@@ -250,6 +250,8 @@ def test_a_session_whose_commits_are_refused_gets_every_report_once_accepted_aga
             time.sleep(1.5)  # the drop copy's commits are refused and retried meanwhile
             assert not any(news(copy, c) for c in placed), "nothing reaches the drop copy that its store refused"
             wait_until(lambda: http_status(system.gateway.http_port) == 503, "/ready: entries not delivered", 10)
+            status, body = http_json(system.gateway.http_port)
+            assert status == 503 and any("entries not delivered" in p and "FENCED" in p for p in body["problems"]), body
             client.set(owner, epoch)
             for t in (trader, copy):
                 t.wait_for(lambda m, t=t: all(news(t, c) for c in placed), "every New", timeout=30)
