@@ -24,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +169,24 @@ def wait_idle(pids: list[int], timeout_s: float = 60) -> None:
             return
 
 
+@contextmanager
+def running_system(prefix: str, **options: Any) -> Iterator[tuple[System, Any]]:
+    """The whole system (``System(**options)``) on a Valkey of its own with AOF everysec and the
+    shipped instruments, started, and stopped after the block."""
+    with standalone(aof=True, appendfsync="everysec") as server:
+        system = System(Path(tempfile.mkdtemp(prefix=prefix)), server, [server, server], **options)
+        system.instruments.write_text((ROOT / "config" / "instruments.toml").read_text())
+        system.start()
+        try:
+            yield system, server
+        finally:
+            system.stop()
+
+
+def all_cpu_seconds(procs: dict[str, int]) -> float:
+    return sum(cpu_seconds(pid) for pid in procs.values())
+
+
 def system_processes(system: System, server: object) -> dict[str, int]:
     procs = {"gateway": system.gateway.proc.pid, "valkey": server.proc.pid}  # type: ignore[attr-defined,union-attr]
     if system.drop_copy_gateway is not None:
@@ -196,54 +216,34 @@ def main() -> None:
         raw = measure(echo_port, args)
     finally:
         echo.terminate()
-    tmp = Path(tempfile.mkdtemp(prefix="fixgw-e2e-"))
-    with standalone(aof=True, appendfsync="everysec") as server:
-        system = System(tmp, server, [server, server])
-        system.instruments.write_text((ROOT / "config" / "instruments.toml").read_text())
-        system.start()
-        try:
-            procs = system_processes(system, server)
-            low_before = sum(cpu_seconds(pid) for pid in procs.values())
-            low = measure(system.fix_port, args, rate=args.low_rate, orders=200)  # before any backlog
-            low["cpu_ms"] = 1000 * (sum(cpu_seconds(pid) for pid in procs.values()) - low_before) / (200 + low["paced"])
-            cpu_before = {name: cpu_seconds(pid) for name, pid in procs.items()}
-            ours = measure(system.fix_port, args)
-            cpu_used = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in procs.items()}
-            split = stages(server.client(), "e2e", ours["wall"])
-            # Latency below saturation: paced at half the throughput just measured, once the
-            # backlog of the saturated run is worked off.
-            wait_idle(list(procs.values()))
-            mid_rate = max(args.low_rate, round(ours["throughput"] / 2, -1))
-            mid_before = sum(cpu_seconds(pid) for pid in procs.values())
-            mid = measure(system.fix_port, args, rate=mid_rate, orders=200)
-            mid["cpu_ms"] = 1000 * (sum(cpu_seconds(pid) for pid in procs.values()) - mid_before) / (200 + mid["paced"])
-        finally:
-            system.stop()
+    with running_system("fixgw-e2e-") as (system, server):
+        procs = system_processes(system, server)
+        low_before = all_cpu_seconds(procs)
+        low = measure(system.fix_port, args, rate=args.low_rate, orders=200)  # before any backlog
+        low["cpu_ms"] = 1000 * (all_cpu_seconds(procs) - low_before) / (200 + low["paced"])
+        cpu_before = {name: cpu_seconds(pid) for name, pid in procs.items()}
+        ours = measure(system.fix_port, args)
+        cpu_used = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in procs.items()}
+        split = stages(server.client(), "e2e", ours["wall"])
+        # Latency below saturation: paced at half the throughput just measured, once the
+        # backlog of the saturated run is worked off.
+        wait_idle(list(procs.values()))
+        mid_rate = max(args.low_rate, round(ours["throughput"] / 2, -1))
+        mid_before = all_cpu_seconds(procs)
+        mid = measure(system.fix_port, args, rate=mid_rate, orders=200)
+        mid["cpu_ms"] = 1000 * (all_cpu_seconds(procs) - mid_before) / (200 + mid["paced"])
     # The same system with the drop copy on a gateway process of its own (README: the order
     # path): the order-entry gateway's dispatcher no longer builds and sends the copies.
-    with standalone(aof=True, appendfsync="everysec") as server:
-        system = System(Path(tempfile.mkdtemp(prefix="fixgw-e2e-split-")), server, [server, server],
-                        sessions=ORDER_ENTRY_SESSIONS, drop_copy_sessions=DROP_COPY_SESSIONS)
-        system.instruments.write_text((ROOT / "config" / "instruments.toml").read_text())
-        system.start()
-        try:
-            split_procs = system_processes(system, server)
-            split_before = sum(cpu_seconds(pid) for pid in split_procs.values())
-            split_run = measure(system.fix_port, args)
-            split_run["cpu_ms"] = (1000 * (sum(cpu_seconds(pid) for pid in split_procs.values()) - split_before)
-                                   / (args.orders + split_run["paced"]))
-        finally:
-            system.stop()
+    with running_system("fixgw-e2e-split-", sessions=ORDER_ENTRY_SESSIONS,
+                        drop_copy_sessions=DROP_COPY_SESSIONS) as (system, server):
+        split_procs = system_processes(system, server)
+        split_before = all_cpu_seconds(split_procs)
+        split_run = measure(system.fix_port, args)
+        split_run["cpu_ms"] = 1000 * (all_cpu_seconds(split_procs) - split_before) / (args.orders + split_run["paced"])
     amqp: dict[str, float] | None = None
     if broker_missing() is None:  # the same system with commands and events through RabbitMQ
-        with rabbitmq_vhost("fixgw-bench") as broker, standalone(aof=True, appendfsync="everysec") as server:
-            system = System(Path(tempfile.mkdtemp(prefix="fixgw-e2e-amqp-")), server, [server, server], broker=broker)
-            system.instruments.write_text((ROOT / "config" / "instruments.toml").read_text())
-            system.start()
-            try:
-                amqp = measure(system.fix_port, args)
-            finally:
-                system.stop()
+        with rabbitmq_vhost("fixgw-bench") as broker, running_system("fixgw-e2e-amqp-", broker=broker) as (system, _):
+            amqp = measure(system.fix_port, args)
     print(f"\nNewOrderSingle → first ExecutionReport; client in a separate process; "
           f"{args.orders} orders for throughput, {args.rate:.0f}/s for {args.seconds:.0f}s for latency\n")
     print(f"{'':44} {'orders/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'answered':>9}")

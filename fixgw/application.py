@@ -221,16 +221,15 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         entries are then retried; the other sessions' were sent). A failed round trip raises."""
         outgoing = [_Outgoing(sid, *self._session_of(sid), fix.Session.lookupSession(sid), list(deliveries))
                     for sid, deliveries in batches]
+        in_order = sorted(outgoing, key=lambda o: o.text)  # every session's locks taken in one order
         with ExitStack() as sending:
-            for o in sorted(outgoing, key=lambda o: o.text):  # every session's locks in one order
+            for o in in_order:
                 sending.enter_context(self._send_locks[o.text])
             with ExitStack() as numbering:
-                for o in sorted(outgoing, key=lambda o: o.text):
+                for o in in_order:
                     numbering.enter_context(self._persist_locks[o.key])
                 committing = [o for o in outgoing if o.pending]
-                parts = [(o.store, [o.store.commit_batch_call(o.key, self._records(o), self._sent_marks.get(o.key, []))])
-                         for o in committing]
-                for o, [reply] in zip(committing, write_together(parts)):
+                for o, [reply] in zip(committing, write_together([(o.store, [self._commit_call(o)]) for o in committing])):
                     self._committed(o, reply)
             for o in outgoing:
                 if o.again:
@@ -243,15 +242,16 @@ class GatewayApplication(fix.Application):  # a SWIG director base
                     self._send(o)
         return [o.error if o.error is not None else o.pending for o in outgoing]
 
-    def _records(self, o: _Outgoing) -> list[tuple[Any, ...]]:
-        """``o``'s deliveries numbered from QuickFIX's next sender number (under its persist
-        lock), with the bytes QuickFIX will send, as ``commit_batch`` takes them."""
+    def _commit_call(self, o: _Outgoing) -> tuple[Any, ...]:
+        """``o``'s group commit (``COMMIT_BATCH``), its deliveries numbered from QuickFIX's next
+        sender number (under its persist lock) with the bytes QuickFIX will send."""
         first = o.session.getExpectedSenderNum() if o.session is not None else 0
         stamp = sending_time()
         for i, d in enumerate(o.pending):
             self._prepare(o.cfg, d, first + i, stamp)
-        return [(OutboundRecord(d.seq, time.time_ns(), d.msg_type.encode(), d.raw), d.inbox_id,
-                 d.order_id, d.order_view, d.index) for d in o.pending]
+        records = [(OutboundRecord(d.seq, time.time_ns(), d.msg_type.encode(), d.raw), d.inbox_id,
+                    d.order_id, d.order_view, d.index) for d in o.pending]
+        return o.store.commit_batch_call(o.key, records, self._sent_marks.get(o.key, []))
 
     def _committed(self, o: _Outgoing, reply: Any) -> None:
         """What ``o``'s group commit answered (under its persist lock): all stored (send them),
@@ -274,16 +274,10 @@ class GatewayApplication(fix.Application):  # a SWIG director base
 
     def _commit_alone(self, o: _Outgoing) -> None:
         """``o``'s group commit on its own, until it goes through as a whole."""
-        o.again = False
-        while o.pending and o.error is None:
-            with self._persist_locks[o.key]:
-                reply = o.store.write([o.store.commit_batch_call(o.key, self._records(o),
-                                                                 self._sent_marks.get(o.key, []))],
-                                      raise_on_error=False)[0]
-                self._committed(o, reply)
-            if not o.again:
-                return
+        while o.again:
             o.again = False
+            with self._persist_locks[o.key]:
+                self._committed(o, o.store.write([self._commit_call(o)], raise_on_error=False)[0])
 
     def _one_by_one(self, o: _Outgoing, exc: SequenceReuse) -> None:
         """QuickFIX and Redis disagree on the next number (numbers committed ahead were never

@@ -12,6 +12,7 @@ import pytest
 from fixgw.intake import Intake
 from sessionstore import FixedEpoch, SessionKey, SessionStore, StoreError, connect
 from sessionstore.settings import RedisEndpoint
+from tests.store_helpers import CountedStore
 
 
 @dataclass
@@ -40,21 +41,9 @@ class Claiming:
         return self.complete
 
 
-class CountedStore(SessionStore):
-    """The real store, counting its round trips (each ``write`` is one)."""
-
-    writes: list[int]
-
-    def write(self, calls: list[Any], raise_on_error: bool = True, also_fenced_by: Any = ()) -> list[Any]:
-        self.writes.append(len(calls))
-        return super().write(calls, raise_on_error, also_fenced_by)
-
-
 @pytest.fixture
 def store(endpoint: RedisEndpoint) -> CountedStore:
-    s = CountedStore(connect(endpoint), FixedEpoch(1))
-    s.writes = []
-    return s
+    return CountedStore(connect(endpoint), FixedEpoch(1))
 
 
 def session_of(store: SessionStore) -> SessionKey:

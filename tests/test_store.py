@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import pytest
 
@@ -22,6 +21,7 @@ from sessionstore import (
 from sessionstore.codec import encode_seq_field
 from sessionstore.settings import RedisEndpoint
 from sessionstore.store import batch_outcome, write_together
+from tests.store_helpers import CountedStore
 
 
 def new_session() -> SessionKey:
@@ -172,17 +172,6 @@ def test_an_event_becomes_a_message_once_per_session(store: SessionStore) -> Non
     assert store.order_views(session, ["o1", "o2"]) == ['{"status":"0"}', None]
 
 
-class Counted(SessionStore):
-    """The real store, counting its round trips (each ``write`` is one)."""
-
-    def write(self, calls: list[Any], raise_on_error: bool = True, also_fenced_by: Any = ()) -> list[Any]:
-        ROUND_TRIPS.append(len(calls))
-        return super().write(calls, raise_on_error, also_fenced_by)
-
-
-ROUND_TRIPS: list[int] = []
-
-
 class Refusing:
     """A fence whose lock was lost."""
 
@@ -196,14 +185,15 @@ def test_group_commits_of_two_stores_on_one_datastore_go_in_one_round_trip(store
     """A gateway's order-entry and drop-copy stores share a datastore: a dispatcher cycle's group
     commits of every session go in one round trip, every store's fence checked, and each
     session's outcome is its own (stored, found delivered, refused)."""
-    fsg, dc = Counted(store.client, FixedEpoch(1)), Counted(store.client, FixedEpoch(1))
+    fsg, dc = CountedStore(store.client, FixedEpoch(1)), CountedStore(store.client, FixedEpoch(1))
     trader, copy = claimed(fsg), SessionKey("test", "dc", f"D{uuid.uuid4().hex[:10]}")
     dc.stamp_owner(copy)
-    ROUND_TRIPS.clear()
+    fsg.writes.clear()
+    dc.writes.clear()
     replies = write_together([(fsg, [fsg.commit_batch_call(trader, [(message(1), "e1:O", "o1", "v1")])]),
                               (dc, [dc.commit_batch_call(copy, [(message(1), "e1:O", "o1", "v1"),
                                                                  (message(2), "e2:O", "o2", "v2")])])])
-    assert ROUND_TRIPS == [2], "both sessions' scripts in one round trip"
+    assert fsg.writes == [2] and dc.writes == [], "both sessions' scripts in one round trip"
     assert [batch_outcome(r) for [r] in replies] == [set(), set()]
     assert fsg.load_state(trader).last_sent_seq_num == 1 and dc.load_state(copy).last_sent_seq_num == 2
     # one session's event again (found delivered: nothing written there), the other's new
