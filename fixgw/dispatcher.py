@@ -8,6 +8,11 @@ message exactly once per session across crashes; the stream entries are acknowle
 every session they concern has them. A logged-out session's messages
 are stored and reach it, as resends, after its next logon. An entry that cannot be
 dispatched goes to the inbox's dead-letter stream; the dispatcher never stops on one.
+
+Ordering is per session: a session whose group commit is refused (its store fenced it, say)
+is *parked* — the entries it has not got stay pending in the group, the other sessions' go on
+being delivered and acknowledged, and every ``PARKED_RETRY_S`` the parked session is given its
+pending entries again, oldest first, until it has them all (``_retry_parked``).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import quickfix as fix
 from redis.exceptions import RedisError
 
 from matching.contracts import ContractError, DealExecuted, Event, EventType, OrderAccepted, parse_event
-from matching.storage import ensure_group, read_group_command, read_groups_entries, trim_acknowledged
+from matching.storage import Entries, ensure_group, read_group_command, read_groups_entries, trim_acknowledged
 from sessionstore import GatewayKey, OrderIndex, SessionKey, StoreError
 from sessionstore.connection import RedisClient, is_cluster, own_connections, round_trip, text
 from sessionstore.store import NO_INDEX
@@ -37,6 +42,7 @@ GROUP = "fixgw-dispatcher"
 CONSUMER = "dispatcher"  # one active dispatcher per gateway (the lock holder)
 CLOSED_STATUSES = frozenset("2348C")  # OrdStatus: filled, done for day, canceled, rejected, expired
 RETENTION_LIMIT, RETENTION_PASSES = 1000, 20  # per session and pass: bounded work, the rest next time
+PARKED_RETRY_S = 0.5  # how often a parked session is given its pending entries again
 OPEN_VIEWS_CACHED = 100_000  # open orders' views kept in memory, oldest dropped first (~0.5 KB each: ~50 MB full)
 
 
@@ -96,9 +102,12 @@ class Dispatcher(threading.Thread):
         self._last_offset: dict[tuple[str, int], tuple[int, int]] = {}  # (inbox kind, partition) → offset
         self._next_retention = 0.0
         self._open_views = OpenViews(OPEN_VIEWS_CACHED)
-        # Since when, and why, the entries read are not delivered (a store error, retried): a
-        # session whose commits are refused holds back the entries after its own (``problem``).
+        # Since when, and why, the entries read are not delivered (a store error, retried).
         self.failing: tuple[float, str] | None = None
+        # Sessions whose commits were refused (session key → since when, why): their entries
+        # wait in the group's pending list, the other sessions' go on (module docstring).
+        self.parked: dict[str, tuple[float, str]] = {}
+        self._next_parked_pass = 0.0
         self.client: RedisClient = gateway.client
         self.batch = gateway.store_settings.dispatchBatchSize
         ns = gateway.namespace
@@ -116,10 +125,16 @@ class Dispatcher(threading.Thread):
         with own_connections([self.client, *(s.client for s in self.gateway.stores.values())]):
             self._cycles()
 
-    def _read(self, to_ack: list[tuple[str, list[bytes]]], read_from: str, block_ms: int | None
+    def _read(self, to_ack: list[tuple[str, list[bytes]]], positions: dict[str, Any] | None, block_ms: int | None
               ) -> list[tuple[str, Any]]:
-        """Acknowledge what the last cycle committed and read the next batch, one round trip."""
-        read = read_group_command(GROUP, CONSUMER, list(self.streams), read_from, self.batch, block_ms)
+        """Acknowledge what the last cycle committed and read the next batch, one round trip:
+        new entries (``positions`` None), or this consumer's pending entries after each
+        stream's position (only the streams given)."""
+        if positions is None:
+            read = read_group_command(GROUP, CONSUMER, list(self.streams), ">", self.batch, block_ms)
+        else:
+            read = ("XREADGROUP", "GROUP", GROUP, CONSUMER, "COUNT", self.batch, "STREAMS", *positions,
+                    *positions.values())
         if is_cluster(self.client):  # redis-py's node routing (and its reply shape)
             pipe = self.client.pipeline(transaction=False)
             for stream_name, ids in to_ack:
@@ -134,7 +149,9 @@ class Dispatcher(threading.Thread):
         return read_groups_entries(replies[-1])
 
     def _cycles(self) -> None:
-        own_pending = True
+        # This consumer's pending entries first (a predecessor's, or a failed cycle's), paged by
+        # each stream's position: entries held for parked sessions stay pending behind them.
+        pending: dict[str, Any] | None = dict.fromkeys(self.streams, "0")
         # Entries committed but not yet acknowledged: their XACK travels with the next read, one
         # round trip instead of two per batch. Lost with the process, they are read again by the
         # successor and recognised by the sessions' inboxes (never a second message).
@@ -147,30 +164,74 @@ class Dispatcher(threading.Thread):
                 if time.monotonic() >= self._next_retention:
                     self._next_retention = time.monotonic() + self.gateway.matching.retention_interval
                     self.retention()
-                reply = self._read(to_ack, "0" if own_pending else ">", None if own_pending else 200)
+                if self.parked and time.monotonic() >= self._next_parked_pass:
+                    to_ack += self._retry_parked()
+                    self._next_parked_pass = time.monotonic() + PARKED_RETRY_S
+                reply = self._read(to_ack, pending, None if pending is not None else self._block_ms())
                 to_ack = []
-                got = sum(len(entries) for _, entries in reply)
-                if own_pending and not got:
-                    own_pending = False
-                    continue
                 parts = [(stream_name, entries) for stream_name, entries in reply if entries]
+                if pending is not None:
+                    if not parts:
+                        pending = None
+                        continue
+                    pending.update((name, entries[-1][0]) for name, entries in parts)
                 if parts:
-                    self._dispatch_streams([(self.streams[name], entries) for name, entries in parts])
-                    to_ack += [(name, [e for e, _ in entries]) for name, entries in parts]
+                    held = self._dispatch_streams([(self.streams[name], entries) for name, entries in parts])
+                    to_ack += [(name, acked) for name, entries in parts
+                               if (acked := [e for e, _ in entries if (self.streams[name], e) not in held])]
                 self.failing = None
             except (RedisError, StoreError) as exc:
                 log.error("dispatcher: %s; retrying (entries stay pending)", exc)
                 self.failing = (self.failing[0] if self.failing else time.monotonic(), f"{type(exc).__name__}: {exc}")
-                own_pending = True
+                pending = dict.fromkeys(self.streams, "0")
                 self.stop.wait(0.5)
 
-    def problem(self, limit_s: float) -> str | None:
-        """For /ready: entries not delivered for longer than ``limit_s`` (every session of the
-        gateway waits behind them), and why."""
-        failing = self.failing
-        if failing is None or time.monotonic() - failing[0] <= limit_s:
-            return None
-        return f"event dispatcher: entries not delivered for {time.monotonic() - failing[0]:.0f}s: {failing[1]}"
+    def _block_ms(self) -> int:
+        """How long a read for new entries may wait: a parked session's next pass bounds it."""
+        if not self.parked:
+            return 200
+        return max(1, min(200, int((self._next_parked_pass - time.monotonic()) * 1000)))
+
+    def _retry_parked(self) -> list[tuple[str, list[bytes]]]:
+        """Give each parked session its pending entries again, oldest first, a batch at a time;
+        one refused again stays parked and gets nothing more in this pass (its order holds);
+        one that got every entry it was waiting for is unparked. Returns the entries now
+        delivered to every session they concern (to acknowledge)."""
+        acks: list[tuple[str, list[bytes]]] = []
+        for stream, kind in self.streams.items():
+            waiting = {key for key in self.parked if self.sessions[key].kind == kind}
+            position: Any = "0"
+            while waiting:
+                entries: Entries = next((e for _, e in self._read([], {stream: position}, None) if e), [])
+                if not entries:
+                    for key in waiting:
+                        log.info("dispatcher: %s has every entry it was waiting for: no longer parked", key)
+                        del self.parked[key]
+                    break
+                position = entries[-1][0]
+                held, refused = self._dispatch_entries(kind, entries, only=waiting)
+                waiting -= refused
+                if acked := [e for e, _ in entries if e not in held]:
+                    acks.append((stream, acked))
+        self.gateway.metrics.parked_sessions.set(len(self.parked))
+        return acks
+
+    def _park(self, key: str, exc: StoreError) -> None:
+        since = self.parked.get(key, (time.monotonic(), ""))[0]
+        if key not in self.parked:
+            log.error("dispatcher: %s refused its group commit (%s): its entries wait, the other sessions' go on; "
+                      "tried again every %.1fs", key, exc, PARKED_RETRY_S)
+            self._next_parked_pass = time.monotonic() + PARKED_RETRY_S
+        self.parked[key] = (since, f"{type(exc).__name__}: {exc}")
+        self.gateway.metrics.parked_sessions.set(len(self.parked))
+
+    def problems(self, limit_s: float) -> list[str]:
+        """For /ready: entries not delivered for longer than ``limit_s`` — every session's (the
+        dispatcher's reads or commits fail) or a parked session's — and why."""
+        now = time.monotonic()
+        failing = [("event dispatcher", self.failing)] if self.failing is not None else []
+        return [f"{who}: entries not delivered for {now - since:.0f}s: {why}"
+                for who, (since, why) in [*failing, *self.parked.items()] if now - since > limit_s]
 
     def retention(self, now_ms: int | None = None) -> tuple[int, int, int]:
         """One retention pass (README, retention): acknowledged inbox stream entries older than
@@ -194,56 +255,84 @@ class Dispatcher(threading.Thread):
                      entries, views, events)
         return entries, views, events
 
-    def _dispatch_streams(self, parts: list[tuple[str, list[tuple[bytes, dict[bytes, bytes] | None]]]]) -> None:
+    def _dispatch_streams(self, parts: list[tuple[str, list[tuple[bytes, dict[bytes, bytes] | None]]]]
+                          ) -> set[tuple[str, bytes]]:
         """A cycle's entries of every inbox stream (order entry, drop copy) dispatched together,
         so that every session's group commit goes in one round trip; if that fails for any
-        reason but the store's, one stream at a time (``_dispatch_entries``)."""
+        reason but the store's, one stream at a time (``_dispatch_entries``). Returns the
+        entries held for a parked session, by (kind, id): they stay pending."""
         if len(parts) == 1:
-            return self._dispatch_entries(*parts[0])
+            kind, entries = parts[0]
+            return {(kind, e) for e in self._dispatch_entries(kind, entries)[0]}
         try:
-            self.dispatch([(kind, [fields for _, fields in entries]) for kind, entries in parts])
+            held, _ = self.dispatch([(kind, [fields for _, fields in entries]) for kind, entries in parts])
+            return {(kind, e) for (kind, entries), flags in zip(parts, held)
+                    for (e, _), h in zip(entries, flags) if h}
         except (RedisError, StoreError):
             raise  # the store: the entries stay pending and are retried
         except Exception as exc:  # noqa: BLE001 (a bad entry or a bug; isolate it)
             log.warning("dispatcher: a batch of %d streams failed (%s); one stream at a time", len(parts), exc)
-            for kind, entries in parts:
-                self._dispatch_entries(kind, entries)
+            return {(kind, e) for kind, entries in parts for e in self._dispatch_entries(kind, entries)[0]}
 
-    def _dispatch_entries(self, kind: str, entries: list[tuple[bytes, dict[bytes, bytes] | None]]) -> None:
+    def _dispatch_entries(self, kind: str, entries: list[tuple[bytes, dict[bytes, bytes] | None]],
+                          only: set[str] | None = None) -> tuple[set[bytes], set[str]]:
         """Dispatch a batch; if it fails for any reason but the store's, one entry at a time,
         and an entry that fails alone goes to the inbox's dead-letter stream with the error —
-        the dispatcher never stops, and never loops, on one bad entry."""
+        the dispatcher never stops, and never loops, on one bad entry. Returns the ids of the
+        entries held for a parked session, and the sessions refused (``dispatch``)."""
         try:
-            self.dispatch([(kind, [fields for _, fields in entries])])
+            [held], refused = self.dispatch([(kind, [fields for _, fields in entries])], only)
+            return {e for (e, _), h in zip(entries, held) if h}, refused
         except (RedisError, StoreError):
             raise  # the store: the entries stay pending and are retried
         except Exception as exc:  # noqa: BLE001 (a bad entry or a bug; isolate it)
             if len(entries) > 1:
                 log.warning("dispatcher: a batch of %d failed (%s); one entry at a time", len(entries), exc)
+                held_ids: set[bytes] = set()
+                refused = set()
                 for entry in entries:
-                    self._dispatch_entries(kind, [entry])
-                return
+                    if only is not None and not only - refused:
+                        held_ids.add(entry[0])  # (every session of the pass refused: the rest waits)
+                        continue
+                    ids, no = self._dispatch_entries(kind, [entry], None if only is None else only - refused)
+                    held_ids |= ids
+                    refused |= no
+                return held_ids, refused
             entry_id, fields = entries[0]
             dead = GatewayKey(self.gateway.namespace, kind).inbox_dead_letter
             log.error("dispatcher: inbox entry %s moved to %s: %s: %s", entry_id, dead, type(exc).__name__, exc)
             moved: dict[Any, Any] = {**(fields or {}), "x-original-id": entry_id, "x-error": f"{type(exc).__name__}: {exc}"}
             self.client.xadd(dead, moved)
             self.gateway.metrics.dispatcher_dead_lettered.inc()
+            return set(), set()
 
-    def dispatch(self, parts: list[tuple[str, list[dict[bytes, bytes] | None]]]) -> None:
+    def dispatch(self, parts: list[tuple[str, list[dict[bytes, bytes] | None]]], only: set[str] | None = None
+                 ) -> tuple[list[list[bool]], set[str]]:
         """Turn batches of inbox entries (each with its inbox's kind) into messages, grouped per
         session, and hand every session's messages to the gateway as one group commit each, all
-        in one round trip (``deliver_many``; views read once per session)."""
+        in one round trip (``deliver_many``; views read once per session).
+
+        To the sessions not parked, or (a parked session's pass, entries read before: their
+        order was checked then) only to those in ``only``. A session whose commit is refused
+        is parked. Returns, per part and entry, whether it is held (a session it concerns is
+        parked and has not got it), and the sessions refused."""
         routed: list[tuple[SessionConfig, Event, tuple[str, ...]]] = []
         seen: dict[tuple[str, int], tuple[int, int]] = {}  # offsets reached (``_check_order``)
+        concerns: list[list[set[str]]] = []  # per part and entry: the sessions it concerns
         for kind, batch in parts:
+            concerns.append([])
             for fields in batch:
                 raw = (fields or {}).get(b"event")
                 if raw is None:
                     raise ContractError("inbox entry has no event field")  # → dead letter, alone
                 event = parse_event(raw)
-                self._check_order(kind, event, (fields or {}).get(b"x-partition-offset"), seen)
-                routed += [(cfg, event, roles) for cfg, roles in self.targets(kind, event)]
+                if only is None:
+                    self._check_order(kind, event, (fields or {}).get(b"x-partition-offset"), seen)
+                targets = self.targets(kind, event)
+                concerns[-1].append({self.key_text[cfg.name] for cfg, _ in targets})
+                routed += [(cfg, event, roles) for cfg, roles in targets
+                           if (self.key_text[cfg.name] in only if only is not None
+                               else self.key_text[cfg.name] not in self.parked)]
         views = self._views(routed)
         per_session: dict[str, list[tuple[Delivery, tr.OrderView | None]]] = {}  # with the view each commits
         table = self.behaviour.table
@@ -260,7 +349,7 @@ class Dispatcher(threading.Thread):
                 per_session.setdefault(key, []).append((delivery, out.view))
         if not per_session:
             self._last_offset.update(seen)
-            return
+            return self._held(concerns, routed, set()), set()
         try:
             results = self.gateway.application.deliver_many(
                 [(self.session_ids[key], [d for d, _ in pairs]) for key, pairs in per_session.items()])
@@ -268,16 +357,25 @@ class Dispatcher(threading.Thread):
             for key, pairs in per_session.items():  # the commits may or may not have landed
                 self._open_views.forget(key, [d for d, _ in pairs])
             raise
-        failed: StoreError | None = None
+        refused: set[str] = set()
         for (key, pairs), result in zip(per_session.items(), results):
             if isinstance(result, StoreError):
                 self._open_views.forget(key, [d for d, _ in pairs])
-                failed = failed or result
+                self._park(key, result)
+                refused.add(key)
             else:
                 self._open_views.committed(key, pairs, result)
-        if failed is not None:
-            raise failed  # the entries stay pending: the sessions that were sent find theirs delivered
         self._last_offset.update(seen)
+        return self._held(concerns, routed, refused), refused
+
+    def _held(self, concerns: list[list[set[str]]], routed: list[tuple[SessionConfig, Event, tuple[str, ...]]],
+              refused: set[str]) -> list[list[bool]]:
+        """Per entry: does a parked session still wait for it (refused now, or not given it)?"""
+        if not self.parked:
+            return [[False] * len(part) for part in concerns]
+        got = {self.key_text[cfg.name] for cfg, _, _ in routed} - refused
+        waiting = self.parked.keys() - got
+        return [[not waiting.isdisjoint(sessions) for sessions in part] for part in concerns]
 
     def _index(self, view: tr.OrderView | None, drop_copy: bool) -> OrderIndex:
         """How the order's ClOrdID records and retention follow this message (``OrderIndex``).
@@ -348,8 +446,8 @@ class Dispatcher(threading.Thread):
             return
         inbox_ids = [f"{event.event_id}:{role}" for role in "OMT"]  # see translation.event_messages
         ns = self.gateway.namespace
-        fresh = [cfg for cfg, _ in self.targets(kind, event)
-                 if not any(self.gateway.stores[cfg.kind].delivered(cfg.key(ns), i) for i in inbox_ids)]
+        fresh = [cfg for cfg, _ in self.targets(kind, event) if self.key_text[cfg.name] not in self.parked
+                 and not any(self.gateway.stores[cfg.kind].delivered(cfg.key(ns), i) for i in inbox_ids)]
         if fresh:
             self.gateway.metrics.events_out_of_order.labels(str(event.partition)).inc()
             log.error("dispatcher: event %s (partition %d offset %s) arrived after offset %s-%s and was not "

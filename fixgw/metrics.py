@@ -41,6 +41,8 @@ class GatewayMetrics:
         self._sender_seq: dict[str, Any] = {}
         self._target_seq: dict[Any, Any] = {}  # by SessionKey
         self._received: dict[tuple[str, str], Any] = {}
+        self.parked_sessions = Gauge("fixgw_dispatcher_parked_sessions", "Sessions whose group commits were "
+                                     "refused: their entries wait, tried again twice a second", registry=r)
         self.dispatcher_dead_lettered = Counter("fixgw_dispatcher_dead_lettered", "Inbox entries moved to the "
                                                 "inbox dead-letter stream (not turned into messages)", registry=r)
         self.commands_held = Counter("fixgw_commands_held", "Commands a partition's datastore or the broker did not "

@@ -308,9 +308,9 @@ class OrderEntryBehaviour:
         """For /ready: the dispatcher thread must be running while the gateway is active."""
         if self.dispatcher is not None and not self.dispatcher.is_alive() and not self.dispatcher.stop.is_set():
             return ["event dispatcher stopped"]
-        stuck = self.dispatcher.problem(self.gateway.settings.callback_stall_limit) if self.dispatcher else None
+        stuck = self.dispatcher.problems(self.gateway.settings.callback_stall_limit) if self.dispatcher else []
         bridges = [b.problem for b in getattr(self, "bridges", []) if b.problem]
-        return ([stuck] if stuck else []) + bridges + self.held.problems() if self.dispatcher is not None else []
+        return stuck + bridges + self.held.problems() if self.dispatcher is not None else []
 
     def stop(self) -> None:
         for bridge in getattr(self, "bridges", []):

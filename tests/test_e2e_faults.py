@@ -217,10 +217,9 @@ def test_a_gateway_killed_between_a_batch_commit_and_its_sends_resends_every_sto
 def test_a_session_whose_commits_are_refused_gets_every_report_once_accepted_again(tmp_path: Path) -> None:
     """A dispatcher cycle's group commits of every session go in one round trip, and each
     session's outcome is its own: while the drop copy's commits are refused (its owner stamp
-    changed under the gateway, as a newer writer's would), nothing reaches it, and the entries
-    stay pending (the order-entry session's reports of those cycles go out; later entries wait
-    behind the pending ones: README, the write path). Once its commits are taken again, every
-    report reaches each session exactly once, in order."""
+    changed under the gateway, as a newer writer's would), nothing reaches it, and its entries
+    stay pending (the session is parked; the order-entry session's reports go out). Once its
+    commits are taken again, every report reaches each session exactly once, in order."""
     from sessionstore import SessionKey
     from tests.gateway_helpers import RawTrader, http_json, http_status, http_text
 
@@ -267,6 +266,74 @@ def test_a_session_whose_commits_are_refused_gets_every_report_once_accepted_aga
         finally:
             trader.close()
             copy.close()
+            system.stop()
+
+
+def test_a_parked_session_holds_back_only_its_own_reports(tmp_path: Path) -> None:
+    """Ordering is per session, not per gateway: two order-entry sessions share one inbox
+    stream, and while CLIENT2's commits are refused its entries wait (parked), in order, while
+    CLIENT1 gets the fills of the very deals CLIENT2 was the maker in, and the reports of every
+    order it places afterwards. Once CLIENT2's commits are taken again it gets each of its
+    reports exactly once, in order, with no number skipped; /ready names the parked session
+    meanwhile, and the gauge counts it."""
+    from sessionstore import SessionKey
+    from tests.gateway_helpers import RawTrader, http_json, http_status, http_text
+
+    def order(t: RawTrader, clordid: str, side: str, price: str) -> None:
+        t.send(f"35=D\x0111={clordid}\x0155=T17\x0154={side}\x0140=2\x0144={price}\x0138=1\x0159=1\x01"
+               "60=20260101-00:00:00")
+
+    def execs(t: RawTrader, clordid: str, exec_type: bytes) -> list[dict[int, bytes]]:
+        return [m for m in t.received if m.get(35) == b"8" and m.get(11) == clordid.encode() and m.get(150) == exec_type]
+
+    with standalone() as server:
+        system = System(tmp_path, server, [server, server])
+        config = system.gateway.config.read_text()
+        system.gateway.config.write_text(config.replace("[gateway]\n", '[gateway]\ncallback_stall_limit = "1s"\n', 1))
+        system.start()
+        c1, c2 = RawTrader(system.fix_port, "CLIENT1"), RawTrader(system.fix_port, "CLIENT2")
+        try:
+            for t in (c1, c2):
+                t.logon()
+                t.wait_for(lambda m: m.get(35) == b"A", "the Logon answer", timeout=20)
+            makers = [f"pk-s{i}" for i in range(5)]
+            for clordid in makers:
+                order(c2, clordid, "2", "10.00")
+            c2.wait_for(lambda m: all(execs(c2, c, b"0") for c in makers), "CLIENT2's resting sells", timeout=20)
+            client = server.client()
+            owner = SessionKey("e2e", "fsg", "CLIENT2").owner
+            epoch = client.get(owner)
+            client.set(owner, b"999999")  # CLIENT2's commits are refused from now on
+            before = len(c2.received)
+
+            takers = [f"pk-b{i}" for i in range(5)]  # each fills one of CLIENT2's sells
+            for clordid in takers:
+                order(c1, clordid, "1", "10.00")
+            c1.wait_for(lambda m: all(execs(c1, c, b"F") for c in takers), "CLIENT1's fills", timeout=20)
+            later = [f"pk-l{i}" for i in range(10)]  # placed while CLIENT2 is parked: not held behind it
+            for clordid in later:
+                order(c1, clordid, "1", "1.00")
+            c1.wait_for(lambda m: all(execs(c1, c, b"0") for c in later), "CLIENT1's later News", timeout=20)
+            wait_until(lambda: http_status(system.gateway.http_port) == 503, "/ready: a parked session", 10)
+            status, body = http_json(system.gateway.http_port)
+            assert any("CLIENT2" in p and "entries not delivered" in p and "FENCED" in p for p in body["problems"]), body
+            assert "fixgw_dispatcher_parked_sessions 1.0" in http_text(system.gateway.http_port, "/metrics")
+            assert len(c2.received) == before, "nothing reaches CLIENT2 that its store refused"
+
+            client.set(owner, epoch)
+            c2.wait_for(lambda m: all(execs(c2, c, b"F") for c in makers), "CLIENT2's fills", timeout=30)
+            time.sleep(1.0)  # anything extra would have arrived by now
+            assert [m[11] for m in c2.received if m.get(150) == b"F"] == [c.encode() for c in makers], "in order, once"
+            assert all(len(execs(c1, c, b"F")) == 1 for c in takers) and all(len(execs(c1, c, b"0")) == 1 for c in later)
+            for t in (c1, c2):
+                seqs = [int(m[34]) for m in t.received]
+                assert seqs == list(range(1, len(seqs) + 1)), "numbers in order, none skipped"
+            wait_until(lambda: http_status(system.gateway.http_port) == 200, "/ready once delivered again", 10)
+            assert "fixgw_dispatcher_parked_sessions 0.0" in http_text(system.gateway.http_port, "/metrics")
+            assert "fixgw_events_out_of_order_total{" not in http_text(system.gateway.http_port, "/metrics")
+        finally:
+            c1.close()
+            c2.close()
             system.stop()
 
 
