@@ -318,7 +318,7 @@ class Dispatcher(threading.Thread):
         parked and has not got it), and the sessions refused."""
         routed: list[tuple[SessionConfig, Event, tuple[str, ...]]] = []
         seen: dict[tuple[str, int], tuple[int, int]] = {}  # offsets reached (``_check_order``)
-        concerns: list[list[set[str]]] = []  # per part and entry: the sessions it concerns
+        concerns: list[list[list[tuple[SessionConfig, tuple[str, ...]]]]] = []  # per part and entry: its targets
         for kind, batch in parts:
             concerns.append([])
             for fields in batch:
@@ -329,7 +329,7 @@ class Dispatcher(threading.Thread):
                 if only is None:
                     self._check_order(kind, event, (fields or {}).get(b"x-partition-offset"), seen)
                 targets = self.targets(kind, event)
-                concerns[-1].append({self.key_text[cfg.name] for cfg, _ in targets})
+                concerns[-1].append(targets)
                 routed += [(cfg, event, roles) for cfg, roles in targets
                            if (self.key_text[cfg.name] in only if only is not None
                                else self.key_text[cfg.name] not in self.parked)]
@@ -368,14 +368,15 @@ class Dispatcher(threading.Thread):
         self._last_offset.update(seen)
         return self._held(concerns, routed, refused), refused
 
-    def _held(self, concerns: list[list[set[str]]], routed: list[tuple[SessionConfig, Event, tuple[str, ...]]],
-              refused: set[str]) -> list[list[bool]]:
+    def _held(self, concerns: list[list[list[tuple[SessionConfig, tuple[str, ...]]]]],
+              routed: list[tuple[SessionConfig, Event, tuple[str, ...]]], refused: set[str]) -> list[list[bool]]:
         """Per entry: does a parked session still wait for it (refused now, or not given it)?"""
         if not self.parked:
             return [[False] * len(part) for part in concerns]
         got = {self.key_text[cfg.name] for cfg, _, _ in routed} - refused
         waiting = self.parked.keys() - got
-        return [[not waiting.isdisjoint(sessions) for sessions in part] for part in concerns]
+        return [[any(self.key_text[cfg.name] in waiting for cfg, _ in targets) for targets in part]
+                for part in concerns]
 
     def _index(self, view: tr.OrderView | None, drop_copy: bool) -> OrderIndex:
         """How the order's ClOrdID records and retention follow this message (``OrderIndex``).
