@@ -19,6 +19,7 @@ from typing import Any
 
 import quickfix as fix
 
+from matching.config import freeze_startup_objects
 from matching.http import CellHttp
 from sessionstore import DispatcherLock, GatewayKey, SessionKey, SessionStore, connect
 from sessionstore.connection import check_credentials
@@ -192,7 +193,9 @@ class Gateway:
         try:
             if not self.wait_for_locks():
                 return 0
-            self.start_acceptor(self.materialise())
+            sessions = self.materialise()
+            freeze_startup_objects()  # (before the acceptor: the collection it starts with takes tens of ms)
+            self.start_acceptor(sessions)
             print(f"fixgw: active, FIX acceptor on {self.settings.host}:{self.settings.port} "
                   f"({len(self.settings.session)} sessions, namespace {self.namespace})", flush=True)
             self.stop_requested.wait()

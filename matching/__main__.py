@@ -22,7 +22,7 @@ from sessionstore.settings import ConfigError
 
 from .amqp import AmqpCommandSource, AmqpEventPublisher, AmqpLink, AmqpUnavailable
 from .conductor import BootRefused, Conductor
-from .config import CellSettings, load_cell_settings, tune_gc
+from .config import CellSettings, freeze_startup_objects, load_cell_settings, tune_gc
 from .http import CellHttp
 from .instruments import InstrumentTable
 from .keys import PartitionKeys
@@ -62,6 +62,7 @@ def _serve(http: CellHttp, what: str, run: Callable[[threading.Event], None], cl
                 stop.set()
 
     threading.Thread(target=watch_relocation, name="relocation-watch", daemon=True).start()
+    freeze_startup_objects()
     try:
         run(stop)
     finally:

@@ -39,6 +39,15 @@ def tune_gc() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
+def freeze_startup_objects() -> None:
+    """Once started, before the work: what the imports and set-up made lives as long as the
+    process, so it goes out of the collector's sight (``gc.freeze``) and a full collection walks
+    only what the work made since. Measured in the gateway at 1,000 orders/s: a full collection
+    of ~104k objects mid-run, 26–54 ms with the GIL held; the cells ~57k objects, 20–78 ms."""
+    gc.collect()
+    gc.freeze()
+
+
 @dataclass(frozen=True, slots=True)
 class Durability:
     """What must hold before a command is acknowledged: WAITAOF <local> <replicas> <timeout>."""
