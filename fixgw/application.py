@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 import quickfix as fix
 
+from matching.linger import Linger
 from sessionstore import NotReplicated, OrderIndex, OutboundRecord, SequenceReuse, SessionKey, SessionStore, StoreError
 from sessionstore.store import NO_INDEX, batch_outcome, write_together
 
@@ -152,7 +153,8 @@ class GatewayApplication(fix.Application):  # a SWIG director base
     def __init__(self, sessions: dict[str, SessionConfig], stores: dict[str, SessionStore], namespace: str,
                  behaviour: Behaviour, metrics: GatewayMetrics,
                  last_sent: dict[SessionKey, int], fatal: Callable[[str], None] = die,
-                 restore_local_copy: Callable[[SessionConfig], None] = lambda cfg: None) -> None:
+                 restore_local_copy: Callable[[SessionConfig], None] = lambda cfg: None,
+                 linger: Linger | None = None) -> None:
         super().__init__()
         self.sessions = sessions  # by QuickFIX SessionID text
         # Looked up on every callback: built once (the profile showed them on the hot path).
@@ -171,7 +173,7 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         # order, and no session waits for another's round trip.
         self._persist_locks = {cfg.key(namespace): threading.Lock() for cfg in sessions.values()}
         self.intake = Intake(fatal, metrics.target, self.deliver_many,
-                             clients=[s.client for s in stores.values()])
+                             clients=[s.client for s in stores.values()], linger=linger)
         # Held by any thread but a session's own while it calls into that session, so the
         # restore after a refused Logon never runs beside a dispatcher send.
         self._send_locks = {text: threading.Lock() for text in sessions}

@@ -11,8 +11,9 @@ import functools
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from matching.linger import MAX_LINGER_S
 from sessionstore.keys import SessionKey
 from sessionstore.settings import (
     ConfigError,
@@ -215,7 +216,18 @@ class GatewaySettings(BaseModel):
     callback_stall_limit: Duration = "10s"  # type: ignore[assignment]
     # a connection that holds a session this long without logging on is dropped
     logon_timeout: Duration = "10s"  # type: ignore[assignment]
+    # After a cycle of the intake or the dispatcher that handled more than one entry but less
+    # than a full batch, pause this long so the next batch grows (matching/linger.py); 0ms: never.
+    batch_linger: Duration = "1ms"  # type: ignore[assignment]
     session: list[SessionConfig] = Field(default_factory=list)
+
+    @field_validator("batch_linger")
+    @classmethod
+    def _short_linger(cls, value: float) -> float:
+        if value > MAX_LINGER_S:
+            raise ValueError(f"batch_linger {value * 1000:g}ms is longer than {MAX_LINGER_S * 1000:g}ms: it pauses "
+                             "the order path after every small batch (write e.g. 1ms, or 0ms for none)")
+        return value
 
     @model_validator(mode="after")
     def _sessions(self) -> GatewaySettings:

@@ -26,6 +26,7 @@ import quickfix as fix
 from redis.exceptions import RedisError
 
 from matching.contracts import ContractError, DealExecuted, Event, EventType, OrderAccepted, parse_event
+from matching.linger import Linger
 from matching.storage import Entries, ensure_group, read_group_command, read_groups_entries, trim_acknowledged
 from sessionstore import GatewayKey, OrderIndex, SessionKey, StoreError
 from sessionstore.connection import RedisClient, is_cluster, own_connections, round_trip, text
@@ -110,6 +111,7 @@ class Dispatcher(threading.Thread):
         self._next_parked_pass = 0.0
         self.client: RedisClient = gateway.client
         self.batch = gateway.store_settings.dispatchBatchSize
+        self.linger = Linger(gateway.settings.batch_linger, self.batch)  # (after a small batch: matching/linger.py)
         ns = gateway.namespace
         self.streams = {GatewayKey(ns, kind).inbox_stream: kind for kind in gateway.settings.kinds()}
         self.sessions = {str(cfg.key(ns)): cfg for cfg in gateway.settings.session}
@@ -180,6 +182,7 @@ class Dispatcher(threading.Thread):
                     to_ack += [(name, acked) for name, entries in parts
                                if (acked := [e for e, _ in entries if (self.streams[name], e) not in held])]
                 self.failing = None
+                self.linger.after(sum(len(entries) for _, entries in parts))
             except (RedisError, StoreError) as exc:
                 log.error("dispatcher: %s; retrying (entries stay pending)", exc)
                 self.failing = (self.failing[0] if self.failing else time.monotonic(), f"{type(exc).__name__}: {exc}")

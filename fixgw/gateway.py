@@ -21,6 +21,7 @@ import quickfix as fix
 
 from matching.config import freeze_startup_objects
 from matching.http import CellHttp
+from matching.linger import Linger
 from sessionstore import DispatcherLock, GatewayKey, SessionKey, SessionStore, connect
 from sessionstore.connection import check_credentials
 from sessionstore.settings import SessionStoreSettings
@@ -144,7 +145,9 @@ class Gateway:
         qf_settings = fix.SessionSettings(str(cfg_path))
         sessions = {cfg.session_id_text: cfg for cfg in self.settings.session}
         self.application = GatewayApplication(sessions, self.stores, self.namespace, self.behaviour, self.metrics,
-                                              last_sent, restore_local_copy=self.rematerialise)
+                                              last_sent, restore_local_copy=self.rematerialise,
+                                              linger=Linger(self.settings.batch_linger,
+                                                            self.store_settings.dispatchBatchSize))
         logs = []
         if self.settings.message_log:
             log_dir = state_dir / "log"

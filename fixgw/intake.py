@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 import quickfix as fix
 
+from matching.linger import Linger
 from sessionstore import SessionKey, SessionStore, StoreError
 from sessionstore.connection import RedisClient, own_connections
 
@@ -75,8 +76,9 @@ class Work(Protocol):
 class Intake:
     def __init__(self, fatal: Callable[[str], None], on_written: Callable[[SessionKey, int], None],
                  deliver: Callable[[list[tuple[fix.SessionID, list[Any]]]], list[Any]],
-                 clients: Sequence[RedisClient] = ()) -> None:
+                 clients: Sequence[RedisClient] = (), linger: Linger | None = None) -> None:
         self._fatal = fatal
+        self._linger = linger or Linger(0.0, 1)  # the pause after a small cycle (matching/linger.py)
         self._clients = clients  # the datastores it writes: a connection of its own to each
         self._on_written = on_written
         self._deliver = deliver  # GatewayApplication.deliver_many: group commits, then sends
@@ -268,7 +270,9 @@ class Intake:
                     self._cond.wait()
                 if self._stopped:
                     return
+                handled = len(self._work)
             try:
                 self.flush()
+                self._linger.after(handled)
             except Exception:  # noqa: BLE001 (a bug here must not stop the intake for good)
                 log.exception("intake: cycle failed")

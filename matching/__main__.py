@@ -130,7 +130,8 @@ def build_conductor(settings: CellSettings) -> Conductor:
                      instruments=table.by_pair, durability=settings.durability_policy, stp_mode=settings.stp_mode,
                      batch_size=settings.batch_size, metrics=ConductorMetrics(partition),
                      lease_ttl_ms=settings.lease_ttl_ms, lease_renew_s=settings.lease_ttl_ms / 3000,
-                     command_retention_ms=settings.command_retention_ms, source=source)
+                     command_retention_ms=settings.command_retention_ms, source=source,
+                     linger_s=settings.batch_linger_ms / 1000)
 
 
 def run_conductor(settings: CellSettings) -> int:
@@ -168,7 +169,8 @@ def run_outbox(settings: CellSettings, target_url: str | None, also: list[str],
                             else RedisStreamsPublisher(target, owner_routes(inbox_of, also)))
     worker = OutboxWorker(data, control, partition, publisher,
                           metrics=OutboxMetrics(partition), lease_ttl_ms=settings.lease_ttl_ms,
-                          lease_renew_s=settings.lease_ttl_ms / 3000, durability=settings.durability_policy)
+                          lease_renew_s=settings.lease_ttl_ms / 3000, durability=settings.durability_policy,
+                          linger_s=settings.batch_linger_ms / 1000)
     http = CellHttp(settings.http_port, worker.metrics.registry,
                     lambda: worker.has_lease and (link is None or link.healthy)).start()
     return _serve(http, f"outbox p{partition} draining {PartitionKeys(partition).events}", worker.run, control,

@@ -83,6 +83,7 @@ from .contracts import (
 from .domain import Cell, Reason, StpMode
 from .instruments import Instrument
 from .keys import PartitionKeys
+from .linger import Linger
 from .metrics import ConductorMetrics
 from .storage import (
     WAITAOF_SLICE_MS,
@@ -193,7 +194,8 @@ class Conductor:
                  lease_ttl_ms: int = LEASE_TTL_MS, lease_renew_s: float | None = None,
                  metrics: ConductorMetrics | None = None,
                  fault: Callable[[str], None] | None = None,
-                 command_retention_ms: int = 86_400_000, source: CommandSource | None = None) -> None:
+                 command_retention_ms: int = 86_400_000, source: CommandSource | None = None,
+                 linger_s: float = 0.0) -> None:
         if not 0 <= partition < partition_count:
             raise BootRefused(f"partition {partition} is outside 0..{partition_count - 1}")
         self.client = client
@@ -204,6 +206,7 @@ class Conductor:
         self.durability = durability
         self.stp_mode = stp_mode
         self.batch_size = batch_size
+        self.linger = Linger(linger_s, batch_size)  # (the loop's pause after a small batch)
         self.metrics = metrics or ConductorMetrics(partition)
         self._fault = fault
         self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:10]}"
@@ -674,8 +677,10 @@ class Conductor:
         while not stop.is_set():
             self.heartbeat = time.monotonic()
             try:
-                if not self.step(block_ms) and not self.has_lease:
+                handled = self.step(block_ms)
+                if not handled and not self.has_lease:
                     stop.wait(1.0)
+                self.linger.after(handled)
             except (RedisError, DurabilityFailed, LeaseLost) as exc:
                 log.error("partition %d: %s: %s; batch not confirmed (pending unless its commit landed), mirror will be rebuilt",
                           self.partition, type(exc).__name__, exc)

@@ -20,6 +20,7 @@ from sessionstore.settings import ConfigError, RedisEndpoint, describe
 from .contracts import MATCHING_PARTITION, MATCHING_PARTITION_COUNT
 from .domain import StpMode
 from .instruments import DEFAULT_TABLE
+from .linger import MAX_LINGER_S
 
 # The conductor's and the outbox's lease (seed 000: SET NX PX 10000, renewed every third of it).
 LEASE_TTL_MS = 10_000
@@ -87,6 +88,10 @@ class CellSettings(BaseSettings):
                                                                             "durability_timeout_ms"))
     stp_mode: StpMode = Field(StpMode.CANCEL_TAKER, validation_alias=_alias("MATCHING_STP_MODE", "stp_mode"))
     batch_size: int = Field(100, ge=1, le=10000, validation_alias=_alias("MATCHING_BATCH_SIZE", "batch_size"))
+    # After a conductor or outbox cycle of more than one entry but less than a full batch, pause
+    # this long so the next batch grows (matching/linger.py); 0: never.
+    batch_linger_ms: float = Field(1.0, ge=0, le=MAX_LINGER_S * 1000,
+                                   validation_alias=_alias("MATCHING_BATCH_LINGER_MS", "batch_linger_ms"))
     lease_ttl_ms: int = Field(LEASE_TTL_MS, ge=300, validation_alias=_alias("MATCHING_LEASE_TTL_MS", "lease_ttl_ms"))
     http_port: int = Field(0, ge=0, validation_alias=_alias("MATCHING_HTTP_PORT", "http_port"))
     command_retention_ms: int = Field(86_400_000, ge=0, validation_alias=_alias("MATCHING_COMMAND_RETENTION_MS",

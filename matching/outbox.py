@@ -49,6 +49,7 @@ from sessionstore.lease import Lease
 from .config import LEASE_TTL_MS, Durability
 from .contracts import ContractError, Event, parse_event
 from .keys import PartitionKeys, publisher_fence
+from .linger import Linger
 from .metrics import OutboxMetrics
 from .storage import Entries, durable_barrier, ensure_group, read_group, read_group_command, read_group_entries
 
@@ -232,7 +233,7 @@ class OutboxWorker:
                  metrics: OutboxMetrics | None = None, consumer: str | None = None,
                  lease_ttl_ms: int = LEASE_TTL_MS, lease_renew_s: float | None = None,
                  claim_idle_ms: int = CLAIM_IDLE_MS, read_count: int = READ_COUNT,
-                 durability: Durability | None = None) -> None:
+                 durability: Durability | None = None, linger_s: float = 0.0) -> None:
         self.client = client  # data connection: stream reads, acks, dead letters
         self.control = control  # control connection: the lease
         self.keys = PartitionKeys(partition)
@@ -242,6 +243,7 @@ class OutboxWorker:
         self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.claim_idle_ms = claim_idle_ms
         self.read_count = read_count
+        self.linger = Linger(linger_s, read_count)  # (the loop's pause after a small batch)
         # Renewed on a daemon thread: a publish can take longer than the renewal interval.
         self.lease = Lease(control, self.keys.outbox_lease, self.consumer, ttl_ms=lease_ttl_ms,
                            renew_s=lease_renew_s or lease_ttl_ms / 3000, name=f"partition {partition} outbox",
@@ -532,6 +534,7 @@ class OutboxWorker:
         while not stop.is_set():
             try:
                 published = self.step(block_ms)
+                self.linger.after(published)
                 if not self.has_lease:
                     stop.wait(1.0)
                 elif not published and time.monotonic() < self.retry_at:

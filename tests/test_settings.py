@@ -99,3 +99,34 @@ def test_delivery_retention_must_cover_the_idempotency_window() -> None:
     assert MatchingLink().delivery_retention == 7 * 24 * 3600.0
     with pytest.raises(ValidationError, match="delivery_retention .* must be at least idempotency_window"):
         MatchingLink(idempotency_window="2h", delivery_retention="1h")
+
+
+def test_batch_linger_pauses_only_after_a_small_batch_and_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pause after a cycle (matching/linger.py): none after one entry (a quiet moment: latency
+    first) or a full batch (a backlog); the linger after anything between. A linger too long
+    to be meant is refused with the setting's name, in the gateway's file and the cells'
+    environment alike."""
+    from pydantic import ValidationError
+
+    from fixgw.config import GatewaySettings
+    from matching.config import load_cell_settings
+    from matching.linger import Linger
+
+    linger = Linger(0.001, 100)
+    assert [linger.pause_after(n) for n in (0, 1, 2, 50, 99, 100, 250)] == [0, 0, 0.001, 0.001, 0.001, 0, 0]
+    assert Linger(0.0, 100).pause_after(50) == 0
+    with pytest.raises(ValueError, match="must not be negative"):
+        Linger(-0.001, 100)
+
+    session = [{"name": "C"}]
+    assert GatewaySettings(session=session).batch_linger == 0.001
+    assert GatewaySettings(session=session, batch_linger="0ms").batch_linger == 0
+    with pytest.raises(ValidationError, match="batch_linger 500ms is longer than 100ms"):
+        GatewaySettings(session=session, batch_linger="500ms")
+    with pytest.raises(ValidationError, match="needs a unit"):
+        GatewaySettings(session=session, batch_linger=1)
+
+    assert load_cell_settings().batch_linger_ms == 1.0
+    monkeypatch.setenv("MATCHING_BATCH_LINGER_MS", "250")
+    with pytest.raises(ConfigError, match="MATCHING_BATCH_LINGER_MS"):
+        load_cell_settings()
