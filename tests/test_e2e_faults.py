@@ -12,7 +12,7 @@ from pathlib import Path
 from fixgw.demo import DemoClient
 from matching.keys import PartitionKeys
 from sessionstore.embedded import ValkeyProcess, standalone
-from tests.gateway_helpers import wait_until
+from tests.gateway_helpers import RawTrader, wait_until
 from tests.system_helpers import (
     DROP_COPY_SESSIONS,
     ORDER_ENTRY_SESSIONS,
@@ -214,6 +214,22 @@ def test_a_gateway_killed_between_a_batch_commit_and_its_sends_resends_every_sto
             system.stop()
 
 
+def started_ready_within_a_second(tmp_path: Path, server: ValkeyProcess) -> System:
+    """The whole system, started, its gateway's /ready saying after one second (not ten) that
+    entries are not delivered."""
+    system = System(tmp_path, server, [server, server])
+    config = system.gateway.config.read_text()
+    system.gateway.config.write_text(config.replace("[gateway]\n", '[gateway]\ncallback_stall_limit = "1s"\n', 1))
+    system.start()
+    return system
+
+
+def log_on(*traders: RawTrader) -> None:
+    for t in traders:
+        t.logon()
+        t.wait_for(lambda m: m.get(35) == b"A", "the Logon answer", timeout=20)
+
+
 def test_a_session_whose_commits_are_refused_gets_every_report_once_accepted_again(tmp_path: Path) -> None:
     """A dispatcher cycle's group commits of every session go in one round trip, and each
     session's outcome is its own: while the drop copy's commits are refused (its owner stamp
@@ -221,18 +237,13 @@ def test_a_session_whose_commits_are_refused_gets_every_report_once_accepted_aga
     stay pending (the session is parked; the order-entry session's reports go out). Once its
     commits are taken again, every report reaches each session exactly once, in order."""
     from sessionstore import SessionKey
-    from tests.gateway_helpers import RawTrader, http_json, http_status, http_text
+    from tests.gateway_helpers import http_json, http_status, http_text
 
     with standalone() as server:
-        system = System(tmp_path, server, [server, server])
-        config = system.gateway.config.read_text()  # /ready says so after a second of refusals
-        system.gateway.config.write_text(config.replace("[gateway]\n", '[gateway]\ncallback_stall_limit = "1s"\n', 1))
-        system.start()
+        system = started_ready_within_a_second(tmp_path, server)
         trader, copy = RawTrader(system.fix_port, "CLIENT1"), RawTrader(system.fix_port, "DROPCOPY")
         try:
-            for t in (trader, copy):
-                t.logon()
-                t.wait_for(lambda m: m.get(35) == b"A", "the Logon answer", timeout=20)
+            log_on(trader, copy)
             client = server.client()
             owner = SessionKey("e2e", "dc", "DROPCOPY").owner
             epoch = client.get(owner)
@@ -277,7 +288,7 @@ def test_a_parked_session_holds_back_only_its_own_reports(tmp_path: Path) -> Non
     reports exactly once, in order, with no number skipped; /ready names the parked session
     meanwhile, and the gauge counts it."""
     from sessionstore import SessionKey
-    from tests.gateway_helpers import RawTrader, http_json, http_status, http_text
+    from tests.gateway_helpers import http_json, http_status, http_text
 
     def order(t: RawTrader, clordid: str, side: str, price: str) -> None:
         t.send(f"35=D\x0111={clordid}\x0155=T17\x0154={side}\x0140=2\x0144={price}\x0138=1\x0159=1\x01"
@@ -287,15 +298,10 @@ def test_a_parked_session_holds_back_only_its_own_reports(tmp_path: Path) -> Non
         return [m for m in t.received if m.get(35) == b"8" and m.get(11) == clordid.encode() and m.get(150) == exec_type]
 
     with standalone() as server:
-        system = System(tmp_path, server, [server, server])
-        config = system.gateway.config.read_text()
-        system.gateway.config.write_text(config.replace("[gateway]\n", '[gateway]\ncallback_stall_limit = "1s"\n', 1))
-        system.start()
+        system = started_ready_within_a_second(tmp_path, server)
         c1, c2 = RawTrader(system.fix_port, "CLIENT1"), RawTrader(system.fix_port, "CLIENT2")
         try:
-            for t in (c1, c2):
-                t.logon()
-                t.wait_for(lambda m: m.get(35) == b"A", "the Logon answer", timeout=20)
+            log_on(c1, c2)
             makers = [f"pk-s{i}" for i in range(5)]
             for clordid in makers:
                 order(c2, clordid, "2", "10.00")
@@ -376,7 +382,7 @@ def test_heartbeats_interleaving_with_large_batches_never_give_a_number_two_cont
     import re
     import threading
 
-    from tests.gateway_helpers import RawTrader, http_text
+    from tests.gateway_helpers import http_text
 
     with standalone() as server:
         system = System(tmp_path, server, [server, server]).start()
