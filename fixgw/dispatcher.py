@@ -28,7 +28,7 @@ from redis.exceptions import RedisError
 from matching.contracts import ContractError, DealExecuted, Event, EventType, OrderAccepted, parse_event
 from matching.linger import Linger
 from matching.storage import Entries, ensure_group, read_group_command, read_groups_entries, trim_acknowledged
-from sessionstore import GatewayKey, OrderIndex, SessionKey, StoreError
+from sessionstore import DROP_COPY, GatewayKey, OrderIndex, SessionKey, StoreError
 from sessionstore.connection import RedisClient, is_cluster, own_connections, round_trip, text
 from sessionstore.store import NO_INDEX
 
@@ -116,7 +116,7 @@ class Dispatcher(threading.Thread):
         self.streams = {GatewayKey(ns, kind).inbox_stream: kind for kind in gateway.settings.kinds()}
         self.sessions = {str(cfg.key(ns)): cfg for cfg in gateway.settings.session}
         self.key_text = {cfg.name: text for text, cfg in self.sessions.items()}  # asked for per event
-        self.drop_copies = [cfg for cfg in gateway.settings.session if cfg.kind == "dc"]
+        self.drop_copies = [cfg for cfg in gateway.settings.session if cfg.kind == DROP_COPY]
         self.session_ids = {str(cfg.key(ns)): fix.SessionID(cfg.begin_string, cfg.sender_comp_id,
                                                              cfg.target_comp_id) for cfg in gateway.settings.session}
 
@@ -348,7 +348,7 @@ class Dispatcher(threading.Thread):
                 view_json = out.view.to_json() if out.view is not None else ""
                 text = body_text(out.msg_type, out.fields)
                 delivery = Delivery(text, out.msg_type, out.inbox_id, out.order_id, view_json,
-                                    index=self._index(out.view, cfg.kind == "dc"), plain=True)
+                                    index=self._index(out.view, cfg.kind == DROP_COPY), plain=True)
                 per_session.setdefault(key, []).append((delivery, out.view))
         if not per_session:
             self._last_offset.update(seen)
