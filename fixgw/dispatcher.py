@@ -231,10 +231,10 @@ class Dispatcher(threading.Thread):
     def problems(self, limit_s: float) -> list[str]:
         """For /ready: entries not delivered for longer than ``limit_s`` — every session's (the
         dispatcher's reads or commits fail) or a parked session's — and why."""
-        now = time.monotonic()
-        failing = [("event dispatcher", self.failing)] if self.failing is not None else []
+        now, failing, parked = time.monotonic(), self.failing, dict(self.parked)  # (the HTTP thread asks)
+        waiting = ([("event dispatcher", failing)] if failing is not None else []) + list(parked.items())
         return [f"{who}: entries not delivered for {now - since:.0f}s: {why}"
-                for who, (since, why) in [*failing, *self.parked.items()] if now - since > limit_s]
+                for who, (since, why) in waiting if now - since > limit_s]
 
     def retention(self, now_ms: int | None = None) -> tuple[int, int, int]:
         """One retention pass (README, retention): acknowledged inbox stream entries older than
