@@ -343,6 +343,48 @@ def test_a_parked_session_holds_back_only_its_own_reports(tmp_path: Path) -> Non
             system.stop()
 
 
+def test_entries_held_for_a_parked_session_survive_a_gateway_killed_meanwhile(tmp_path: Path) -> None:
+    """What a parked session has not got stays pending in the inbox's consumer group, so a
+    gateway SIGKILLed while CLIENT2 is parked loses none of it: CLIENT1 has its fills before the
+    kill; the operator puts CLIENT2's owner stamp back; the new process reads its pending entries
+    first and CLIENT2 gets each of its fills exactly once, in order, numbers only forward."""
+    from sessionstore import SessionKey
+
+    with standalone(aof=True) as server:
+        system = System(tmp_path, server, [server, server]).start()
+        try:
+            c1, c2 = system.client("CLIENT1"), system.client("CLIENT2")
+            makers = [f"kp-s{i}" for i in range(5)]
+            for clordid in makers:
+                c2.order(clordid, "2", "1", "10.00", symbol="T18")
+            for clordid in makers:
+                wait_reports(c2, clordid, 1)
+            client = server.client()
+            owner = SessionKey("e2e", "fsg", "CLIENT2").owner
+            epoch = client.get(owner)
+            client.set(owner, b"999999")  # CLIENT2's commits are refused: it is parked
+            for i in range(5):
+                c1.order(f"kp-b{i}", "1", "1", "10.00", symbol="T18")
+            for i in range(5):
+                wait_reports(c1, f"kp-b{i}", 2)  # New and Fill: delivered while CLIENT2 is parked
+            time.sleep(0.5)
+            assert not [r for r in reports(c2) if r.get(150) == "F"], "nothing reaches CLIENT2 meanwhile"
+            system.gateway.kill()
+            client.set(owner, epoch)  # the operator mends the stamp; the new process stamps its own
+            system.gateway.start().wait_active(60)
+            assert c2.wait(lambda: len([r for r in reports(c2) if r.get(150) == "F"]) >= 5, 30), reports(c2)[-3:]
+            time.sleep(1.0)  # anything extra would have arrived by now
+            fills = [r for r in reports(c2) if r.get(150) == "F"]
+            assert [r[11] for r in fills] == makers, "each fill once, in order"
+            assert len({r[17] for r in fills}) == 5
+            assert Counter(r[17] for r in reports(c1) if r.get(150) == "F").most_common(1)[0][1] == 1
+            for c in (c1, c2):
+                seqs = [int(r[34]) for r in reports(c)]
+                assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), "sequence numbers only move forward"
+        finally:
+            system.stop()
+
+
 def test_drop_copies_on_a_gateway_process_of_their_own(tmp_path: Path) -> None:
     """Each kind of session has its own lock and inbox, so the drop copies can be served by a
     gateway process of their own in the same namespace (its own GIL and core: README, the
