@@ -4,8 +4,9 @@ PostgreSQL's ``commit_delay``).
 Each loop of the order path — the gateway's intake and dispatcher, the cell's conductor and
 outbox — pays a fixed cost per cycle: a round trip or two, a wake-up of its process and of
 Valkey, its own per-batch Python. Below saturation a cycle finds a handful of entries, so an
-order pays for many cycles: at 1,000 orders/s the processes together spent ~1.5 ms of CPU an
-order against ~0.85 ms when saturated, and that extra load is what queues the orders.
+order pays for many cycles: at 1,000 orders/s the processes together (the load generator's
+included) spent ~1.7 ms of CPU an order against ~0.85 ms when saturated. With a 1 ms linger:
+1.56–1.63 ms (README, session 12).
 
 After a cycle that handled at least two entries but less than a full batch, the loop pauses
 for the linger before it reads again. A cycle of one entry (a quiet moment: latency first)
