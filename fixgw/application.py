@@ -28,7 +28,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -42,7 +42,7 @@ from .config import SessionConfig
 from .credentials import credentials_problem
 from .fixmsg import Inbound, business_reject, filled, filled_body, from_text, inbound, sending_time, wire_bytes
 from .inputs import MAX_SEQ_NUM, logon_problem, split_fields
-from .intake import Intake
+from .intake import InboundNumbers, Intake
 from .metrics import GatewayMetrics
 
 log = logging.getLogger("fixgw.session")
@@ -209,7 +209,8 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         log.error("%s: %s failed: %s: %s", self._name(sid), where, type(exc).__name__, exc, exc_info=exc)
         self.metrics.callback_errors.labels(self._name(sid), where).inc()
 
-    def deliver_many(self, batches: list[tuple[fix.SessionID, list[Delivery]]]) -> list[list[Delivery] | StoreError]:
+    def deliver_many(self, batches: list[tuple[fix.SessionID, list[Delivery]]], numbers: InboundNumbers | None = None
+                     ) -> list[list[Delivery] | StoreError]:
         """Group commit, then send (DESIGN §7): every message of each session's batch, its inbox
         entry and its order view are committed in one script under the numbers QuickFIX will give
         them — every session's script in one round trip per datastore (a dispatcher cycle's
@@ -217,6 +218,10 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         ``toApp`` only checks each one is what was committed. A delivery already in the
         session's inbox (sent before a crash) is dropped; a session whose batch did not commit
         as a whole is committed again on its own (``_commit_alone``).
+
+        ``numbers`` (the intake's answers): each session's inbound number goes in its commit's
+        script; ``numbers.written`` says which were stored (a batch committed again on its own
+        leaves its number to the intake).
 
         Per session, in ``batches``' order: the deliveries it stored and sent (not those found
         delivered already), or the StoreError that kept its messages from being stored (its
@@ -231,8 +236,14 @@ class GatewayApplication(fix.Application):  # a SWIG director base
                 for o in in_order:
                     numbering.enter_context(self._persist_locks[o.key])
                 committing = [o for o in outgoing if o.pending]
-                for o, [reply] in zip(committing, write_together([(o.store, [self._commit_call(o)]) for o in committing])):
-                    self._committed(o, reply)
+                # (after the persist locks: a reset takes the numbers' lock holding its session's)
+                with numbers if numbers is not None else nullcontext():
+                    targets = [numbers.offered(o.key) if numbers is not None else None for o in committing]
+                    replies = write_together([(o.store, [self._commit_call(o, target)])
+                                              for o, target in zip(committing, targets)])
+                    for o, [reply], target in zip(committing, replies, targets):
+                        if self._committed(o, reply) and target is not None:
+                            numbers.stored(o.key)  # type: ignore[union-attr]
             for o in outgoing:
                 if o.again:
                     try:
@@ -244,35 +255,38 @@ class GatewayApplication(fix.Application):  # a SWIG director base
                     self._send(o)
         return [o.error if o.error is not None else o.pending for o in outgoing]
 
-    def _commit_call(self, o: _Outgoing) -> tuple[Any, ...]:
+    def _commit_call(self, o: _Outgoing, target: int | None = None) -> tuple[Any, ...]:
         """``o``'s group commit (``COMMIT_BATCH``), its deliveries numbered from QuickFIX's next
-        sender number (under its persist lock) with the bytes QuickFIX will send."""
+        sender number (under its persist lock) with the bytes QuickFIX will send; ``target``:
+        the inbound number stored with it."""
         first = o.session.getExpectedSenderNum() if o.session is not None else 0
         stamp = sending_time()
         for i, d in enumerate(o.pending):
             self._prepare(o.cfg, d, first + i, stamp)
         records = [(OutboundRecord(d.seq, time.time_ns(), d.msg_type.encode(), d.raw), d.inbox_id,
                     d.order_id, d.order_view, d.index) for d in o.pending]
-        return o.store.commit_batch_call(o.key, records, self._sent_marks.get(o.key, []))
+        return o.store.commit_batch_call(o.key, records, self._sent_marks.get(o.key, []), target)
 
-    def _committed(self, o: _Outgoing, reply: Any) -> None:
-        """What ``o``'s group commit answered (under its persist lock): all stored (send them),
-        some found delivered before (nothing was written: the rest again, alone), numbers that
-        do not follow (one by one), or an error (not stored: its entries are retried)."""
+    def _committed(self, o: _Outgoing, reply: Any) -> bool:
+        """What ``o``'s group commit answered (under its persist lock): all stored (send them;
+        returns True), some found delivered before (nothing was written: the rest again,
+        alone), numbers that do not follow (one by one), or an error (not stored: its entries
+        are retried)."""
         try:
             done = batch_outcome(reply)
         except SequenceReuse as exc:
             self._one_by_one(o, exc)
-            return
+            return False
         except StoreError as exc:
             o.error = exc
-            return
+            return False
         if done:
             o.pending = [d for d in o.pending if d.inbox_id not in done]
             o.again = bool(o.pending)
-            return
+            return False
         self._sent_marks.pop(o.key, None)
         self._last_sent[o.key] = max(self._last_sent.get(o.key, 0), o.pending[-1].seq)
+        return True
 
     def _commit_alone(self, o: _Outgoing) -> None:
         """``o``'s group commit on its own, until it goes through as a whole."""

@@ -10,8 +10,9 @@ QuickFIX's session threads only validate and translate; they hand the rest here 
 - **answers** a behaviour sends (the AT echo): one group commit per session, then sent;
 - **inbound sequence numbers**: the newest number of each session, written *last* in a cycle:
   behind the work in its own round trip when that is all the cycle writes (one datastore, no
-  answers, every command in its claim's script: the embedded default's order path), else in a
-  round trip of their own at the end.
+  answers, every command in its claim's script: the embedded default's order path); in the
+  session's group commit when the cycle answers it (``InboundNumbers``); else in a round trip
+  of their own at the end.
 
 Why the number goes last: the stored targetSeqNum says from where a successor asks the
 counterparty to resend. Written late (or lost in a crash), the successor asks for messages
@@ -20,6 +21,11 @@ deterministic command ids, AT's PossResend check). Written *before* the work it 
 crash would lose a message. Every piece of work is queued before its message's number (the
 callback queues work, then the number), a cycle takes both at once, and writes the number
 after the work and its answers.
+
+In the answers' group commit the number is stored in the same script as the answers to the
+messages it covers: a crash leaves both or neither, so the counterparty never sends an answered
+message again (written after the answers were sent, a crash between the two had the successor
+ask for those messages again, and the AT echo answered them twice).
 
 Resets: a session's reset must not be overtaken by an older number still on its way, so
 ``resetting`` holds the cycle off while the reset is written.
@@ -73,9 +79,41 @@ class Work(Protocol):
         ...
 
 
+class InboundNumbers:
+    """A cycle's inbound numbers, offered to its answers' group commits (``deliver``): entered,
+    it holds the numbers' lock (no reset meanwhile) and offers each session's number unless a
+    reset came after it was taken; the commit that stores one says so (``stored``). Numbers not
+    stored that way are written on their own at the end of the cycle."""
+
+    def __init__(self, intake: Intake, targets: dict[SessionKey, tuple[SessionStore, int]],
+                 resets: dict[SessionKey, int]) -> None:
+        self._intake, self._targets, self._resets = intake, targets, resets
+        self._offered: dict[SessionKey, int] = {}
+        self.written: dict[SessionKey, int] = {}
+
+    def __enter__(self) -> InboundNumbers:
+        self._intake._io.acquire()
+        self._offered = {session: target for _, numbers in self._intake._numbers(self._targets, self._resets).values()
+                         for session, target in numbers.items()}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._intake._io.release()
+
+    def offered(self, session: SessionKey) -> int | None:
+        return self._offered.get(session)
+
+    def stored(self, session: SessionKey) -> None:
+        """``session``'s commit stored its offered number (call it before leaving)."""
+        self.written[session] = self._offered[session]
+
+
+Deliver = Callable[[list[tuple[fix.SessionID, list[Any]]], InboundNumbers], list[Any]]
+
+
 class Intake:
     def __init__(self, fatal: Callable[[str], None], on_written: Callable[[SessionKey, int], None],
-                 deliver: Callable[[list[tuple[fix.SessionID, list[Any]]]], list[Any]],
+                 deliver: Deliver,
                  clients: Sequence[RedisClient] = (), linger: Linger | None = None) -> None:
         self._fatal = fatal
         self._linger = linger or Linger(0.0, 1)  # the pause after a small cycle (matching/linger.py)
@@ -149,11 +187,14 @@ class Intake:
             self.after_work()
         if answers:
             batches = list(answers.values())
-            try:  # every session's group commit in one round trip
-                results = self._deliver(batches)
+            offer = InboundNumbers(self, targets, resets)
+            try:  # every session's group commit in one round trip, each with its inbound number
+                results = self._deliver(batches, offer)
             except StoreError as exc:
                 self._fatal(f"answers of {sorted(text for text in answers)} not stored: {exc}")
                 return
+            self._written(offer.written)
+            targets = {session: pair for session, pair in targets.items() if session not in offer.written}
             failed = [(sid, r) for (sid, _), r in zip(batches, results) if isinstance(r, StoreError)]
             if failed:
                 self._fatal("; ".join(f"{sid.toString()}: answers not stored: {r}" for sid, r in failed))

@@ -93,10 +93,12 @@ end
 # Group commit (DESIGN §7): a batch of event deliveries for one session, committed under the
 # numbers QuickFIX will give them, before any is sent. KEYS: owner, state, inbox, orders,
 # unsent, closed, then per record its chunk key, ClOrdID key and replaced ClOrdID key. ARGV:
-# epoch, n, ClOrdID window ms, then per record: field, record, seqNum, inbox id, order id,
-# order view ('' = none), order state ('' | open | closed), ClOrdID, replaced ClOrdID; then
-# numbers sent since the last batch (their unsent marks go). The numbers must continue
-# lastSentSeqNum exactly. Returns {} when committed; the inbox ids already delivered (nothing
+# epoch, n, ClOrdID window ms, the next targetSeqNum (4 bytes; '' = unchanged), then per
+# record: field, record, seqNum, inbox id, order id, order view ('' = none), order state
+# ('' | open | closed), ClOrdID, replaced ClOrdID; then numbers sent since the last batch
+# (their unsent marks go). The numbers must continue lastSentSeqNum exactly. The target
+# number is that of the inbound messages the batch answers (the AT echo): stored with the
+# answers, a crash cannot leave one without the other (intake.py). Returns {} when committed; the inbox ids already delivered (nothing
 # written) so the caller drops them; an identical replay (redis-py retries after a lost
 # reply) is {} too. The inbox is a sorted set scored by commit time (retention trims it).
 COMMIT_BATCH = _FENCE + _TRACK_ORDER + _SLICES + """
@@ -105,10 +107,10 @@ local raw = redis.call('HGET', KEYS[2], 'lastSentSeqNum')
 if raw then last = struct.unpack('<I4', raw) end
 local n = tonumber(ARGV[2])
 local window = ARGV[3]
-if tonumber(ARGV[6]) <= last and redis.call('HGET', KEYS[7], ARGV[4]) == ARGV[5] then return {} end
+if tonumber(ARGV[7]) <= last and redis.call('HGET', KEYS[7], ARGV[5]) == ARGV[6] then return {} end
 local ids = {}
 for i = 1, n do
-  local b = 3 + (i - 1) * 9
+  local b = 4 + (i - 1) * 9
   if tonumber(ARGV[b + 3]) ~= last + i then
     return redis.error_reply('SEQREUSE batch number ' .. ARGV[b + 3] .. ' does not follow lastSentSeqNum ' .. last)
   end
@@ -126,7 +128,7 @@ if #seen > 0 then return seen end
 local now = now_ms()
 local chunks, chunk_keys, inbox, views, unsent = {}, {}, {}, {}, {}
 for i = 1, n do
-  local b = 3 + (i - 1) * 9
+  local b = 4 + (i - 1) * 9
   local key = KEYS[6 + (i - 1) * 3 + 1]
   if not chunks[key] then chunks[key] = {}; chunk_keys[#chunk_keys + 1] = key end
   append(chunks[key], ARGV[b + 1], ARGV[b + 2])
@@ -138,14 +140,15 @@ for _, key in ipairs(chunk_keys) do in_slices('HSET', key, chunks[key]) end
 in_slices('ZADD', KEYS[3], inbox)
 in_slices('HSET', KEYS[4], views)
 for i = 1, n do
-  local b, k = 3 + (i - 1) * 9, 6 + (i - 1) * 3
+  local b, k = 4 + (i - 1) * 9, 6 + (i - 1) * 3
   track(KEYS[6], ARGV[b + 5], ARGV[b + 7], ARGV[b + 8], ARGV[b + 9], KEYS[k + 2], KEYS[k + 3], window, now)
 end
 in_slices('HSET', KEYS[5], unsent)
 redis.call('HSET', KEYS[2], 'senderSeqNum', struct.pack('<I4', last + n + 1), 'lastSentSeqNum',
            struct.pack('<I4', last + n))
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[2], 'targetSeqNum', ARGV[4]) end
 local sent = {}
-for i = 4 + n * 9, #ARGV do sent[#sent + 1] = ARGV[i] end
+for i = 5 + n * 9, #ARGV do sent[#sent + 1] = ARGV[i] end
 in_slices('HDEL', KEYS[5], sent)
 return {}
 """

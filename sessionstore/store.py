@@ -252,13 +252,15 @@ class SessionStore:
         now sent. Returns the inbox ids already delivered — then nothing was written."""
         return batch_outcome(self.write([self.commit_batch_call(session, deliveries, sent)])[0])
 
-    def commit_batch_call(self, session: SessionKey, deliveries: list[tuple[Any, ...]], sent: Iterable[int] = ()
-                          ) -> Call:
+    def commit_batch_call(self, session: SessionKey, deliveries: list[tuple[Any, ...]], sent: Iterable[int] = (),
+                          target: int | None = None) -> Call:
         """``commit_batch`` as a call, to write with other sessions' (``write_together``); its
-        reply goes to ``batch_outcome``."""
+        reply goes to ``batch_outcome``. ``target``: the next inbound number, stored with the
+        batch when it is committed (not when the reply names deliveries found delivered)."""
         keys = [session.owner, session.state, session.inbox, session.orders, session.unsent, session.closed]
         window = max((d[4].window_ms for d in deliveries if len(d) > 4), default=0)
-        args: list[Any] = [self.fence.epoch, len(deliveries), window]
+        args: list[Any] = [self.fence.epoch, len(deliveries), window,
+                           "" if target is None else encode_state_field("targetSeqNum", target)]
         for rec, inbox_id, order_id, view, *more in deliveries:
             index = more[0] if more else NO_INDEX
             keys += [session.chunk_of(rec.seq_num), *self._index_keys(session, index)]

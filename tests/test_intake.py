@@ -57,7 +57,7 @@ def intake(answers: list[Any] | None = None) -> tuple[Intake, list[tuple[Session
     written: list[tuple[SessionKey, int]] = []
     fatal: list[str] = []
 
-    def deliver(batches: list[tuple[Any, list[Any]]]) -> list[Any]:
+    def deliver(batches: list[tuple[Any, list[Any]]], numbers: Any = None) -> list[Any]:
         for _, deliveries in batches:
             (answers if answers is not None else []).append(deliveries)
         return [deliveries for _, deliveries in batches]

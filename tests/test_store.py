@@ -227,6 +227,22 @@ def test_a_batch_must_continue_the_sequence_and_an_identical_replay_is_harmless(
     assert store.load_state(session).last_sent_seq_num == 3
 
 
+def test_answers_and_the_inbound_number_they_answer_are_stored_together_or_not_at_all(store: SessionStore) -> None:
+    session = claimed(store)
+    store.set_next_target_seq_num(session, 5)
+    refused = store.commit_batch_call(session, [(message(2), "", "", "")], target=9)  # a gap: refused
+    with pytest.raises(SequenceReuse):
+        batch_outcome(store.write([refused], raise_on_error=False)[0])
+    assert store.load_state(session).target_seq_num == 5, "no answer stored, so the number stays"
+    stored = store.commit_batch_call(session, [(message(1), "", "", ""), (message(2), "", "", "")], target=9)
+    assert batch_outcome(store.write([stored])[0]) == set()
+    state = store.load_state(session)
+    assert (state.target_seq_num, state.last_sent_seq_num) == (9, 2)
+    unnumbered = store.commit_batch_call(session, [(message(3), "", "", "")])
+    assert batch_outcome(store.write([unnumbered])[0]) == set()
+    assert store.load_state(session).target_seq_num == 9, "a batch without a number leaves it as it was"
+
+
 def test_only_a_number_committed_ahead_and_unsent_can_take_another_message(store: SessionStore) -> None:
     session = claimed(store)
     store.commit_batch(session, [(message(1), "e1:O", "o1", "v1"), (message(2), "e2:O", "o2", "v2"),

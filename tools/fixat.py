@@ -167,6 +167,14 @@ class RawSession:
         self.conn.send(frame(body, self.seq, self.sender, self.target))
         self.seq += 1
 
+    def send_many(self, bodies: list[str]) -> None:
+        """Several messages in one write, as a client that pipelines sends what it has queued."""
+        framed = []
+        for body in bodies:
+            framed.append(frame(body, self.seq, self.sender, self.target))
+            self.seq += 1
+        self.conn.send(b"".join(framed))
+
     def read(self, timeout: float = 10.0) -> bytes | None:
         return self.conn.read_message(timeout)
 
