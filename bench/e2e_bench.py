@@ -45,15 +45,20 @@ from tests.system_helpers import (  # noqa: E402
 )
 from tools.fixat import RawSession, fix_time  # noqa: E402
 
+PIPELINE = 50  # orders a write in the throughput run (bench/gateway_bench.py: PIPELINE)
+
 
 def client(port: int, orders: int, rate: float, seconds: float) -> None:
     session = RawSession(port)
     send, conn = session.send, session.conn
 
-    def order(clordid: str) -> None:
+    def order_body(clordid: str) -> str:
         # Buys far below the market on a quiet symbol: each order's first report is its New.
-        send(f"35=D\x0111={clordid}\x0155=ACME\x0154=1\x0140=2\x0144=1.00\x0138=1\x0159=1\x01"
-             f"60={fix_time().decode()}")
+        return (f"35=D\x0111={clordid}\x0155=ACME\x0154=1\x0140=2\x0144=1.00\x0138=1\x0159=1\x01"
+                f"60={fix_time().decode()}")
+
+    def order(clordid: str) -> None:
+        send(order_body(clordid))
 
     send("35=A\x0198=0\x01108=30\x01141=Y")
     assert conn.read_message(10) is not None
@@ -77,12 +82,13 @@ def client(port: int, orders: int, rate: float, seconds: float) -> None:
                     if cl in wall:
                         wall[cl].append(time.time())
 
-    # throughput
+    # throughput: orders written PIPELINE at a time (gateway_bench.PIPELINE says why)
     started = time.perf_counter()
-    for i in range(orders):
-        cl = f"T{tag}-{i}"
-        sent[cl] = time.perf_counter()
-        order(cl)
+    for first_i in range(0, orders, PIPELINE):
+        batch = [f"T{tag}-{i}" for i in range(first_i, min(orders, first_i + PIPELINE))]
+        at = time.perf_counter()
+        sent.update(dict.fromkeys(batch, at))
+        session.send_many([order_body(cl) for cl in batch])
     deadline = time.perf_counter() + 120
     while len([c for c in sent if c in first]) < orders and time.perf_counter() < deadline:
         drain(time.perf_counter() + 0.05)
