@@ -322,6 +322,7 @@ class Dispatcher(threading.Thread):
         routed: list[tuple[SessionConfig, Event, tuple[str, ...]]] = []
         seen: dict[tuple[str, int], tuple[int, int]] = {}  # offsets reached (``_check_order``)
         concerns: list[list[list[tuple[SessionConfig, tuple[str, ...]]]]] = []  # per part and entry: its targets
+        copies: set[tuple[str, str]] = set()  # (kind, event id) routed in this call
         for kind, batch in parts:
             concerns.append([])
             for fields in batch:
@@ -329,10 +330,16 @@ class Dispatcher(threading.Thread):
                 if raw is None:
                     raise ContractError("inbox entry has no event field")  # → dead letter, alone
                 event = parse_event(raw)
-                if only is None:
-                    self._check_order(kind, event, (fields or {}).get(b"x-partition-offset"), seen)
                 targets = self.targets(kind, event)
                 concerns[-1].append(targets)
+                if (kind, event.event_id) in copies:
+                    # The same event twice in one batch (published again, at least once): the
+                    # sessions' inboxes only know what was committed before this batch, so the
+                    # copy is dropped here or its reports would be committed and sent twice.
+                    continue
+                copies.add((kind, event.event_id))
+                if only is None:
+                    self._check_order(kind, event, (fields or {}).get(b"x-partition-offset"), seen)
                 routed += [(cfg, event, roles) for cfg, roles in targets
                            if (self.key_text[cfg.name] in only if only is not None
                                else self.key_text[cfg.name] not in self.parked)]

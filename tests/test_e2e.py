@@ -7,8 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from matching.contracts import CommandRefused, Event
 from matching.keys import PartitionKeys
 from sessionstore.embedded import standalone
+from sessionstore.keys import GatewayKey
 from tests.system_helpers import System, reports, summary, system_on_one_server, wait_reports
 
 
@@ -235,3 +237,19 @@ def test_a_command_the_cell_cannot_apply_is_answered_to_its_session(system: Syst
     assert client.xlen(PartitionKeys(0).commands_dead_letter) >= 2
     time.sleep(0.3)
     assert len(reports(dc)) == dc_before, "no order came of it: nothing for the drop copy"
+
+
+def test_an_event_published_twice_into_one_batch_is_reported_once(system: System, clients) -> None:  # type: ignore[no-untyped-def]
+    """At-least-once publishing can put two copies of an event in one dispatcher read; the
+    sessions' inboxes only know what was committed before that batch, so the dispatcher itself
+    drops the copy: one report, not two."""
+    c1, _, _ = clients
+    refused = CommandRefused("place", "twice-cmd", "o-twice", "e2e/fsg/CLIENT1", "TWICE-1", "", "wrong-partition")
+    event = Event("twice-cmd:0", 0, 1, "twice-cmd", refused).encode()
+    tx = system.store.client().pipeline(transaction=True)  # both copies land before the dispatcher reads
+    for _ in range(2):
+        tx.xadd(GatewayKey("e2e", "fsg").inbox_stream, {"messageId": "twice-cmd:0", "partition": "0", "event": event})
+    tx.execute()
+    assert c1.wait(lambda: any(r.get(379) == "TWICE-1" for r in reports(c1)), 20)
+    time.sleep(0.5)
+    assert [r[35] for r in reports(c1) if r.get(379) == "TWICE-1"] == ["j"], "one BusinessMessageReject"
