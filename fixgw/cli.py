@@ -74,7 +74,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         env = {**os.environ, "REDIS_URL": server.url, "MATCHING_PARTITION_COUNT": str(matching.partition_count),
                "MATCHING_INSTRUMENTS": str(matching.instruments), "PYTHONPATH": str(ROOT)}
         also = [f"--also={GatewayKey(store_settings.namespace, 'dc').inbox_stream}"] if "dc" in settings.kinds() else []
+        env["MATCHING_INBOX_DELIVERY"] = matching.inbox_delivery
         if matching.transport == "rabbitmq":  # commands and events through the broker
+            env["MATCHING_INBOX_DELIVERY"] = "outbox"
             also = []
             env.update({"MATCHING_TRANSPORT": "rabbitmq", "MATCHING_AMQP_URL": str(matching.amqp_url),
                         "MATCHING_AMQP_EXCHANGE": matching.amqp_exchange})
@@ -85,7 +87,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         commands = []
         for p in range(matching.partition_count):
             penv = {**env, "MATCHING_PARTITION": str(p)}
-            commands += [([sys.executable, "-m", "matching", "conductor"], penv),
+            commands += [([sys.executable, "-m", "matching", "conductor", *also], penv),
                          ([sys.executable, "-m", "matching", "outbox", *also], penv)]
         children += [subprocess.Popen(cmd, env=cenv) for cmd, cenv in commands]
         # A supervisor, as systemd would be: a cell that exits is started again (a relocated

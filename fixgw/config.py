@@ -128,6 +128,10 @@ class MatchingLink(BaseModel):
     # to the quorum queues matching:commands.pN, events from the topic exchange through one
     # queue per gateway kind into the inbox streams. The password never sits in the URL.
     transport: Literal["redis-streams", "rabbitmq"] = "redis-streams"
+    # For the cells `fixgw up` starts (README, the order path): each event appended to its
+    # inboxes in the conductor's commit ("direct"), or relayed by the outbox worker ("outbox",
+    # seed 000's relay). The rabbitmq transport always relays.
+    inbox_delivery: Literal["direct", "outbox"] = "direct"
     amqp_url: str | None = None  # amqp://user@host:5672/vhost
     amqp_password_env: str | None = None  # the environment variable holding the password
     amqp_password_file: Path | None = None  # or a file holding it

@@ -29,7 +29,7 @@ from .keys import PartitionKeys
 from .metrics import ConductorMetrics, OutboxMetrics
 from .outbox import OutboxWorker, Publisher, RedisStreamsPublisher, owner_routes
 from .relocation import cell_location, cell_must_stand_down
-from .storage import reconcile
+from .storage import Inboxes, reconcile
 
 log = logging.getLogger("matching")
 
@@ -115,7 +115,29 @@ def broker_link(settings: CellSettings, role: str) -> AmqpLink | None:
     return link
 
 
-def build_conductor(settings: CellSettings) -> Conductor:
+def inbox_of(owner: str) -> str:
+    """The inbox stream of the gateway an order owner (``namespace/gateway/session``) belongs to."""
+    namespace, gateway, *_ = owner.split("/")
+    return GatewayKey(namespace, gateway).inbox_stream
+
+
+def direct_inboxes(settings: CellSettings, target_url: str | None, also: list[str],
+                   configured: CellSettings | None = None) -> Inboxes | None:
+    """The conductor's inbox routes for direct delivery, or None (outbox delivery). Asked for
+    but not possible here — the inboxes on another datastore (``--target-url``, or a partition
+    relocated away from them) — it falls back to the outbox, saying so."""
+    if settings.inbox_delivery != "direct":
+        return None
+    here = settings.endpoint()
+    inboxes = (configured or settings).endpoint()
+    if (target_url and target_url != here.url) or inboxes != here:
+        log.warning("partition %s: MATCHING_INBOX_DELIVERY=direct but the gateway inboxes are on another datastore "
+                    "(%s): the outbox relays the events", settings.partition, target_url or inboxes.url)
+        return None
+    return owner_routes(inbox_of, also)
+
+
+def build_conductor(settings: CellSettings, inboxes: Inboxes | None = None) -> Conductor:
     partition = _partition(settings)
     endpoint = settings.endpoint()
     # The loop's commits and their WAITAOF go over a connection of its own (Conductor.run: WAITAOF
@@ -131,11 +153,12 @@ def build_conductor(settings: CellSettings) -> Conductor:
                      batch_size=settings.batch_size, metrics=ConductorMetrics(partition),
                      lease_ttl_ms=settings.lease_ttl_ms, lease_renew_s=settings.lease_ttl_ms / 3000,
                      command_retention_ms=settings.command_retention_ms, source=source,
-                     linger_s=settings.batch_linger_ms / 1000)
+                     linger_s=settings.batch_linger_ms / 1000, inboxes=inboxes)
 
 
-def run_conductor(settings: CellSettings) -> int:
-    conductor = build_conductor(settings)
+def run_conductor(settings: CellSettings, target_url: str | None = None, also: list[str] | None = None,
+                  configured: CellSettings | None = None) -> int:
+    conductor = build_conductor(settings, direct_inboxes(settings, target_url, also or [], configured))
     check_credentials(conductor.client, settings.endpoint(), "matching (REDIS_USERNAME, REDIS_PASSWORD_ENV)")
     conductor.boot()
     if conductor.source is not None:  # a standby's consumer waits: single active consumer
@@ -159,11 +182,6 @@ def run_outbox(settings: CellSettings, target_url: str | None, also: list[str],
     inboxes = (configured or settings).endpoint()
     target = connect(inboxes.model_copy(update={"url": target_url, "nodes": [], "sentinels": [],
                                                 "sentinelGroup": None}) if target_url else inboxes)
-
-    def inbox_of(owner: str) -> str:
-        namespace, gateway, *_ = owner.split("/")
-        return GatewayKey(namespace, gateway).inbox_stream
-
     link = broker_link(settings, "outbox")
     publisher: Publisher = (AmqpEventPublisher(link, settings.amqp_exchange) if link is not None
                             else RedisStreamsPublisher(target, owner_routes(inbox_of, also)))
@@ -187,9 +205,11 @@ def main(argv: list[str] | None = None) -> int:
                                      "or the outbox worker of MATCHING_PARTITION; `fixgw-cell relocate --help`: "
                                      "move a partition to another datastore.")
     parser.add_argument("role", choices=["conductor", "outbox"])
-    parser.add_argument("--target-url", help="outbox: datastore of the gateway inboxes (default: the cell's own)")
-    parser.add_argument("--also", action="append", default=[], help="outbox: a stream every event also goes to "
-                        "(e.g. the drop-copy gateway inbox); repeatable")
+    parser.add_argument("--target-url", help="datastore of the gateway inboxes (default: the cell's own); a "
+                        "conductor with MATCHING_INBOX_DELIVERY=direct delivers only to inboxes on its own")
+    parser.add_argument("--also", action="append", default=[], help="a stream every event also goes to "
+                        "(e.g. the drop-copy gateway inbox); repeatable; give the outbox and a direct conductor "
+                        "the same")
     args = parser.parse_args(args_list)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     tune_gc()
@@ -197,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         configured = load_cell_settings()
         settings = follow_relocation(configured, args.role)
         if args.role == "conductor":
-            return run_conductor(settings)
+            return run_conductor(settings, args.target_url, args.also, configured)
         return run_outbox(settings, args.target_url, args.also, configured)
     except (ConfigError, BootRefused) as exc:
         print(f"matching: {exc}", file=sys.stderr)

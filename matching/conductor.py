@@ -31,6 +31,16 @@ moved to ``:commands:dead-letter`` with the reason in the batch's own transactio
 command the cell fails to apply is refused on the retry (its owner hears Rejected, reason
 ``cell-error``) instead of applied again; and a batch that keeps failing for any other
 reason is retried one entry at a time until the entry at fault is dead-lettered.
+
+Direct delivery (``MATCHING_INBOX_DELIVERY=direct``; ``fixgw up``'s default): when the
+gateways' inbox streams live on the partition's own datastore (standalone or Sentinel), each
+event is appended to its inboxes in the batch's own transaction instead of to the event stream
+for the outbox to relay — fenced by the same WATCH, one process hop and one relay's work fewer
+an order. Only in ``memory`` durability (the outbox waits for WAITAOF before it publishes; a
+commit cannot) and with the Redis streams transport. Events committed before (outbox
+delivery, another conductor's) must reach the inboxes first: after taking the lease a
+direct conductor commits nothing until the event stream is empty, i.e. the outbox worker has
+published and acknowledged every one of them.
 """
 
 from __future__ import annotations
@@ -85,11 +95,13 @@ from .instruments import Instrument
 from .keys import PartitionKeys
 from .linger import Linger
 from .metrics import ConductorMetrics
+from .outbox import GROUP as OUTBOX_GROUP
 from .storage import (
     WAITAOF_SLICE_MS,
     DeadCommand,
     Entries,
     FencedOut,
+    Inboxes,
     StagedCommand,
     StreamClock,
     commit_commands,
@@ -195,7 +207,7 @@ class Conductor:
                  metrics: ConductorMetrics | None = None,
                  fault: Callable[[str], None] | None = None,
                  command_retention_ms: int = 86_400_000, source: CommandSource | None = None,
-                 linger_s: float = 0.0) -> None:
+                 linger_s: float = 0.0, inboxes: Inboxes | None = None) -> None:
         if not 0 <= partition < partition_count:
             raise BootRefused(f"partition {partition} is outside 0..{partition_count - 1}")
         self.client = client
@@ -237,6 +249,13 @@ class Conductor:
         self._next_batch: _Batch | None = None
         self._reader: Any = None
         self._wait_deadline = 0.0  # aof-replicated: when the batch in flight's WAITAOF gives up
+        # Direct delivery (module docstring): each event's inbox streams; None = the event stream.
+        if inboxes is not None and (source is not None or not durability.is_memory or is_cluster(client)):
+            raise BootRefused("direct inbox delivery needs the Redis streams transport, memory durability "
+                              "and a standalone or Sentinel datastore (MATCHING_INBOX_DELIVERY=outbox otherwise)")
+        self.inboxes = inboxes
+        self._relayed_first = inboxes is None  # direct: the event stream found empty since the lease was taken
+        self._next_drain_log = 0.0
 
     # --- boot and lease ---------------------------------------------------------------
 
@@ -267,7 +286,19 @@ class Conductor:
         # predecessor's in-flight batch is in that list), in stream order, before new ones.
         self._own_pending = True
         self._isolate = False
+        self._relayed_first = self.inboxes is None
         return True
+
+    def _events_relayed(self) -> bool:
+        """Direct delivery: is every event committed to the event stream published (the outbox
+        acknowledges and deletes each one it published)? Until then nothing is committed."""
+        ensure_group(self.client, self.keys.events, OUTBOX_GROUP)  # (XSETID needs the stream)
+        left = int(self.client.xlen(self.keys.events))
+        if left and time.monotonic() >= self._next_drain_log:
+            self._next_drain_log = time.monotonic() + 5.0
+            log.warning("partition %d: direct delivery waits for the outbox to publish the %d events committed "
+                        "before it", self.partition, left)
+        return not left
 
     def _renew_if_due(self) -> None:
         self.lease.renew_if_due()  # a lost lease stands the conductor down (``_stand_down``)
@@ -327,6 +358,11 @@ class Conductor:
         self._renew_if_due()
         if not self.has_lease:
             return 0
+        if not self._relayed_first:
+            self._relayed_first = self._events_relayed()
+            if not self._relayed_first:
+                time.sleep(0.05)
+                return 0
         if self.cell is None:
             self._next_batch = None
             self.rebuild()
@@ -487,7 +523,8 @@ class Conductor:
         self._point("after-reads")
         staged = self._match(commands, replies, in_flight)
         acked = [] if read_ahead or not self.durability.is_memory else [entry_id for entry_id, _ in entries]
-        writes = commit_commands(self.keys, staged, self.cell.next_priority, dead, (GROUP, acked)) if staged or dead else []
+        writes = commit_commands(self.keys, staged, self.cell.next_priority, dead, (GROUP, acked),
+                                 self.inboxes) if staged or dead else []
         if read_ahead:
             count = () if entries_read is None else ("ENTRIESREAD", entries_read)
             writes.append(("XGROUP", "SETID", self.keys.commands, GROUP, entries[-1][0], *count))
@@ -897,7 +934,7 @@ class Conductor:
         d = self.durability
         waitaof = None if d.is_memory else (d.local_fsyncs, d.replica_fsyncs, d.timeout_ms)
         commands = commit_commands(self.keys, staged, self.cell.next_priority, dead,
-                                   (GROUP, entry_ids)) if staged or dead else []
+                                   (GROUP, entry_ids), self.inboxes) if staged or dead else []
         try:
             if commands:
                 waited = commit_fenced(self.client, self.keys, self.token, commands, waitaof) if conn is None \

@@ -88,6 +88,12 @@ class CellSettings(BaseSettings):
                                                                             "durability_timeout_ms"))
     stp_mode: StpMode = Field(StpMode.CANCEL_TAKER, validation_alias=_alias("MATCHING_STP_MODE", "stp_mode"))
     batch_size: int = Field(100, ge=1, le=10000, validation_alias=_alias("MATCHING_BATCH_SIZE", "batch_size"))
+    # outbox: the conductor appends events to the partition's event stream and the outbox worker
+    # relays them to the inboxes (seed 000). direct: the conductor appends each event to its
+    # inboxes in the batch's own transaction, when they share the partition's datastore
+    # (matching/conductor.py); the outbox worker then only relays what an outbox-mode commit left.
+    inbox_delivery: Literal["outbox", "direct"] = Field(
+        "outbox", validation_alias=_alias("MATCHING_INBOX_DELIVERY", "inbox_delivery"))
     # After a conductor or outbox cycle of more than one entry but less than a full batch, pause
     # this long so the next batch grows (matching/linger.py); 0: never.
     batch_linger_ms: float = Field(1.0, ge=0, le=MAX_LINGER_S * 1000,
@@ -127,6 +133,10 @@ class CellSettings(BaseSettings):
             if not self.amqp_url:
                 raise ValueError("MATCHING_TRANSPORT=rabbitmq needs MATCHING_AMQP_URL (amqp://user@host:5672/vhost)")
             self.broker_url()  # refuses a password in the URL, an unset variable, an unreadable file
+        if self.inbox_delivery == "direct" and (self.transport == "rabbitmq" or self.durability != "memory"):
+            raise ValueError("MATCHING_INBOX_DELIVERY=direct needs MATCHING_TRANSPORT=redis-streams and "
+                             "MATCHING_DURABILITY=memory (events reach the inboxes at commit: nothing waits for "
+                             "WAITAOF or a broker); use outbox")
         return self
 
     def broker_url(self) -> str:

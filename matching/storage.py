@@ -117,21 +117,42 @@ class DeadCommand:
     refusal: tuple[str, Event] | None = None  # (stream id, command.refused event) when it has an owner
 
 
+Inboxes = Callable[[Event], Sequence[str]]  # an event's destination streams (outbox.owner_routes)
+
+
 def commit_commands(keys: PartitionKeys, staged: list[StagedCommand], next_priority: int,
-                    dead: Iterable[DeadCommand] = (), ack: tuple[str, list[bytes]] | None = None
-                    ) -> list[tuple[Any, ...]]:
+                    dead: Iterable[DeadCommand] = (), ack: tuple[str, list[bytes]] | None = None,
+                    inboxes: Inboxes | None = None) -> list[tuple[Any, ...]]:
     """Every write of a batch, in order, as Redis commands for one MULTI/EXEC. Pure: no I/O.
 
     ``ack`` (consumer group, entry ids): the batch's command entries are acknowledged in the
     same transaction, so the acknowledgement and the processed-command records are one unit —
     what a failover keeps of one it keeps of the other (an unacknowledged entry whose record
-    survived is a duplicate on redelivery; one whose record was lost is pending again)."""
+    survived is a duplicate on redelivery; one whose record was lost is pending again).
+
+    ``inboxes`` (direct delivery, ``MATCHING_INBOX_DELIVERY=direct``): each event goes straight
+    to its destinations' inbox streams, as the outbox would publish it (``PUBLISH_FENCED``'s
+    fields), instead of into the partition's event stream; the stream only keeps the batch's
+    last event id as its last id (XSETID), so the clock of a rebuilt cell goes on from it."""
     out: list[tuple[Any, ...]] = []
+    last_event: str | None = None
+
+    def event(stream_id: str, e: Event) -> None:
+        nonlocal last_event
+        if inboxes is None:
+            out.append(("XADD", keys.events, stream_id, "event", e.encode()))
+            return
+        raw = e.encode()
+        for inbox in dict.fromkeys(inboxes(e)):  # (a deal's two owners may share a gateway: one entry)
+            out.append(("XADD", inbox, "*", "messageId", e.event_id, "causationId", e.command_id,
+                        "partition", e.partition, "x-partition-offset", stream_id, "event", raw))
+        last_event = stream_id
+
     for d in dead:  # auto ids: a replayed transaction may copy one twice, which is harmless
         out.append(("XADD", keys.commands_dead_letter, "*", "x-original-id", d.entry_id, "reason", d.reason,
                     *[x for kv in d.fields.items() for x in kv]))
         if d.refusal is not None:
-            out.append(("XADD", keys.events, d.refusal[0], "event", d.refusal[1].encode()))
+            event(*d.refusal)
     # Each order's writes are coalesced over the batch: from its state before the batch to its
     # state after it (one HSET of what changed, one book move); an order that came and went
     # within the batch (a taker filled, an IOC's remainder) writes nothing but its events.
@@ -167,16 +188,17 @@ def commit_commands(keys: PartitionKeys, staged: list[StagedCommand], next_prior
     if gone:
         out.append(("DEL", *gone))
     records: list[str | bytes] = []  # processed-command and accepted-order records: one MSET
-    events_key = keys.events
     for cmd in staged:
-        for stream_id, event in cmd.events:
-            out.append(("XADD", events_key, stream_id, "event", event.encode()))
+        for stream_id, e in cmd.events:
+            event(stream_id, e)
         if cmd.accepted_order is not None:
             records += [keys.accepted_order(cmd.accepted_order), cmd.command_id]
         records += [keys.processed_command(cmd.command_id), cmd.result.encode()]
     if records:
         out.append(("MSET", *records))
     out.append(("HSET", keys.meta, "nextPriority", next_priority))
+    if last_event is not None:
+        out.append(("XSETID", keys.events, last_event))
     if ack is not None and ack[1]:
         out.append(("XACK", keys.commands, ack[0], *ack[1]))
     return out

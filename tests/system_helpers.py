@@ -111,14 +111,15 @@ class CellProc:
 
     def __init__(self, role: str, partition: int, url: str, instruments: Path, log: Path,
                  target_url: str | None = None, also: list[str] | None = None, durability: str = "memory",
-                 broker: Broker | None = None) -> None:
+                 broker: Broker | None = None, inbox_delivery: str = "outbox") -> None:
         self.args = [sys.executable, "-m", "matching", role]
         if target_url:
             self.args.append(f"--target-url={target_url}")
         self.args += [f"--also={a}" for a in (also or [])]
         self.env = {**os.environ, "PYTHONPATH": str(ROOT), "REDIS_URL": url, "MATCHING_PARTITION_COUNT": "2",
                     "MATCHING_PARTITION": str(partition), "MATCHING_INSTRUMENTS": str(instruments),
-                    "MATCHING_DURABILITY": durability, "MATCHING_LEASE_TTL_MS": "2000"}
+                    "MATCHING_DURABILITY": durability, "MATCHING_LEASE_TTL_MS": "2000",
+                    "MATCHING_INBOX_DELIVERY": inbox_delivery}
         if broker is not None:
             self.env.update(broker.cell_env())
         self.log = log
@@ -147,11 +148,14 @@ class System:
 
     def __init__(self, tmp: Path, store: ValkeyProcess, partitions: list[ValkeyProcess],
                  sessions: str = SESSIONS, gateway_routes: dict[int, str] | None = None,
-                 matching: str = "", broker: Broker | None = None, drop_copy_sessions: str = "") -> None:
+                 matching: str = "", broker: Broker | None = None, drop_copy_sessions: str = "",
+                 inbox_delivery: str = "direct") -> None:
         """``gateway_routes``: partition → the gateway's own ``[[matching.partition]]`` lines
         (its URL and client settings), e.g. through a ``ReplyDroppingProxy``.
         ``drop_copy_sessions``: drop-copy sessions served by a gateway process of their own
-        (``drop_copy_gateway``, the same namespace, its own FIX port)."""
+        (``drop_copy_gateway``, the same namespace, its own FIX port). ``inbox_delivery``: as
+        ``fixgw up`` starts the cells (direct: a conductor whose partition shares the session
+        store's datastore appends events to the inboxes itself; the others fall back to the outbox)."""
         self.tmp = tmp
         self.store = store
         self.partitions = partitions
@@ -186,10 +190,11 @@ instruments = "{self.instruments}"
         self.cells: dict[tuple[str, int], CellProc] = {}
         for p, server in enumerate(partitions):
             for role in ("conductor", "outbox"):
-                also = ["{e2e/dc}/inbox"] if role == "outbox" and broker is None else None
-                target = store.url if role == "outbox" and broker is None else None
+                also = ["{e2e/dc}/inbox"] if broker is None else None
+                target = store.url if broker is None else None
                 self.cells[(role, p)] = CellProc(role, p, server.url, self.instruments, tmp / f"{role}{p}.log",
-                                                 target_url=target, also=also, broker=broker)
+                                                 target_url=target, also=also, broker=broker,
+                                                 inbox_delivery="outbox" if broker is not None else inbox_delivery)
         self.clients: list[DemoClient] = []
 
     def start(self) -> System:
