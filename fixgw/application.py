@@ -242,8 +242,8 @@ class GatewayApplication(fix.Application):  # a SWIG director base
                     replies = write_together([(o.store, [self._commit_call(o, target)])
                                               for o, target in zip(committing, targets)])
                     for o, [reply], target in zip(committing, replies, targets):
-                        if self._committed(o, reply) and target is not None:
-                            numbers.stored(o.key)  # type: ignore[union-attr]
+                        if self._committed(o, reply) and target is not None and numbers is not None:
+                            numbers.stored(o.key)
             for o in outgoing:
                 if o.again:
                     try:

@@ -85,20 +85,18 @@ class InboundNumbers:
     reset came after it was taken; the commit that stores one says so (``stored``). Numbers not
     stored that way are written on their own at the end of the cycle."""
 
-    def __init__(self, intake: Intake, targets: dict[SessionKey, tuple[SessionStore, int]],
-                 resets: dict[SessionKey, int]) -> None:
-        self._intake, self._targets, self._resets = intake, targets, resets
+    def __init__(self, lock: threading.Lock, numbers: Callable[[], dict[SessionKey, int]]) -> None:
+        self._lock, self._numbers = lock, numbers  # (``numbers`` is called holding ``lock``)
         self._offered: dict[SessionKey, int] = {}
         self.written: dict[SessionKey, int] = {}
 
     def __enter__(self) -> InboundNumbers:
-        self._intake._io.acquire()
-        self._offered = {session: target for _, numbers in self._intake._numbers(self._targets, self._resets).values()
-                         for session, target in numbers.items()}
+        self._lock.acquire()
+        self._offered = self._numbers()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._intake._io.release()
+        self._lock.release()
 
     def offered(self, session: SessionKey) -> int | None:
         return self._offered.get(session)
@@ -187,7 +185,9 @@ class Intake:
             self.after_work()
         if answers:
             batches = list(answers.values())
-            offer = InboundNumbers(self, targets, resets)
+            offer = InboundNumbers(self._io, lambda: {session: target for _, numbers in
+                                                      self._numbers(targets, resets).values()
+                                                      for session, target in numbers.items()})
             try:  # every session's group commit in one round trip, each with its inbound number
                 results = self._deliver(batches, offer)
             except StoreError as exc:

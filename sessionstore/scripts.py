@@ -98,9 +98,10 @@ end
 # ('' | open | closed), ClOrdID, replaced ClOrdID; then numbers sent since the last batch
 # (their unsent marks go). The numbers must continue lastSentSeqNum exactly. The target
 # number is that of the inbound messages the batch answers (the AT echo): stored with the
-# answers, a crash cannot leave one without the other (intake.py). Returns {} when committed; the inbox ids already delivered (nothing
-# written) so the caller drops them; an identical replay (redis-py retries after a lost
-# reply) is {} too. The inbox is a sorted set scored by commit time (retention trims it).
+# answers, a crash cannot leave one without the other (intake.py). Returns {} when
+# committed; the inbox ids already delivered (nothing written) so the caller drops them; an
+# identical replay (redis-py retries after a lost reply) is {} too. The inbox is a sorted set
+# scored by commit time (retention trims it).
 COMMIT_BATCH = _FENCE + _TRACK_ORDER + _SLICES + """
 local last = 0
 local raw = redis.call('HGET', KEYS[2], 'lastSentSeqNum')
