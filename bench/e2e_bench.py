@@ -182,7 +182,7 @@ def running_system(prefix: str, **options: Any) -> Iterator[tuple[System, Any]]:
     with standalone(aof=True, appendfsync="everysec") as server:
         system = System(Path(tempfile.mkdtemp(prefix=prefix)), server, [server, server], **options)
         system.instruments.write_text((ROOT / "config" / "instruments.toml").read_text())
-        system.start()
+        system.start()  # (stops what it started if it fails)
         try:
             yield system, server
         finally:

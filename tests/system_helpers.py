@@ -198,11 +198,19 @@ instruments = "{self.instruments}"
         self.clients: list[DemoClient] = []
 
     def start(self) -> System:
-        for cell in self.cells.values():
-            cell.start()
-        self.gateway.start().wait_active(60)
-        if self.drop_copy_gateway is not None:
-            self.drop_copy_gateway.start().wait_active(60)
+        """The gateways first: their ports were picked (``free_port``) when they were made, and a
+        cell's HTTP server binding port 0 meanwhile was once given the gateway's FIX port. A
+        start that fails stops what it started (else its cells outlive the test, retrying a
+        datastore that is gone)."""
+        try:
+            self.gateway.start().wait_active(60)
+            if self.drop_copy_gateway is not None:
+                self.drop_copy_gateway.start().wait_active(60)
+            for cell in self.cells.values():
+                cell.start()
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def client(self, name: str, reset_on_logon: bool = False) -> DemoClient:
