@@ -12,10 +12,12 @@ import time
 import pytest
 import redis
 
+from matching.keys import PartitionKeys
 from sessionstore import connect
 from sessionstore.connection import own_connection, round_trip
 from sessionstore.embedded import ValkeyProcess, standalone
 from sessionstore.settings import RedisEndpoint
+from tools.fixat import RawSession, fix_time
 
 
 def test_each_topology_reaches_its_datastore(endpoint: RedisEndpoint) -> None:
@@ -72,6 +74,14 @@ def test_socket_timeout_and_max_attempts_bound_a_stalled_server(valkey: ValkeyPr
         valkey.resume()
 
 
+def first_report(session: RawSession) -> bytes:
+    while True:
+        message = session.read(20)
+        assert message is not None, "the gateway closed the connection"
+        if b"\x0135=8\x01" in message:
+            return message
+
+
 def test_fixgw_up_starts_everything_and_stops_cleanly_on_ctrl_c(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from sessionstore.embedded import free_port
 
@@ -90,6 +100,18 @@ def test_fixgw_up_starts_everything_and_stops_cleanly_on_ctrl_c(tmp_path) -> Non
         assert any(f"FIX acceptor on 127.0.0.1:{fix_port}" in ln and "CLIENT1" in ln for ln in lines)
         assert any("fixgw demo" in ln for ln in lines)
         assert any(ln.startswith("fixgw: active") for ln in lines + [proc.stdout.readline()])
+        # An order through everything it started: its New to the trader and to the drop copy,
+        # delivered by the conductor itself (direct delivery: the event streams stay empty).
+        trader, copy = RawSession(fix_port, sender="CLIENT1"), RawSession(fix_port, sender="DROPCOPY")
+        for session in (trader, copy):
+            session.send("35=A\x0198=0\x01108=30\x01141=Y")
+            assert b"\x0135=A\x01" in (session.read(20) or b"")
+        trader.send(f"35=D\x0111=UP-1\x0155=ACME\x0154=1\x0140=2\x0144=1.00\x0138=1\x0159=1\x0160={fix_time().decode()}")
+        for session in (trader, copy):
+            report = first_report(session)
+            assert b"\x0111=UP-1\x01" in report and b"\x01150=0\x01" in report
+        store = redis.Redis.from_url(url)
+        assert [store.xlen(PartitionKeys(p).events) for p in (0, 1)] == [0, 0]
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
         with pytest.raises(redis.ConnectionError):
