@@ -442,7 +442,9 @@ class Dispatcher(threading.Thread):
 
         Decided: the dispatcher delivers in arrival order and never holds back or drops an
         event (an execution must reach its session); order is the publisher's guarantee
-        (one fenced outbox worker per partition, publishing its pending entries first). A
+        (one fenced outbox worker per partition, publishing its pending entries first; with
+        direct delivery the conductor's own commits, in order, once the outbox has published
+        what was committed before). A
         republished event (at-least-once) arrives behind newer ones and is recognised by the
         sessions' inboxes; an *undelivered* event arriving behind a newer one would be a broken
         guarantee: it is logged and counted (fixgw_events_out_of_order_total), never silent.

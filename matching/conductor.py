@@ -731,10 +731,11 @@ class Conductor:
                 stop.wait(0.2)
 
     def ready(self, stale_after_s: float = 10.0) -> bool:
-        """Serving: holds the lease, the loop turns, and batches are not failing over and over."""
+        """Serving: holds the lease, the loop turns, batches are not failing over and over, and
+        (direct delivery) it is not waiting for the outbox to publish what was committed before."""
         fresh = time.monotonic() - self.heartbeat < stale_after_s
         broker = self.source is None or self.source.healthy
-        return self.has_lease and fresh and broker and self._failing[1] < POISON_AFTER
+        return self.has_lease and fresh and broker and self._failing[1] < POISON_AFTER and self._relayed_first
 
     def _point(self, name: str) -> None:
         if self._fault is not None:

@@ -116,6 +116,7 @@ def test_events_committed_for_the_outbox_reach_the_inboxes_before_any_direct_one
     for _ in range(5):
         assert direct.step(block_ms=10) == 0, "nothing committed while the event stream holds events"
     assert client.xlen(KEYS.events) == left and not client.exists(DROP_COPY)
+    assert direct.has_lease and not direct.ready(), "/ready says it is not serving yet"
     relay = OutboxWorker(valkey.client(), valkey.client(), 0, RedisStreamsPublisher(valkey.client(), ROUTES))
     relay.ensure_group()
     while client.xlen(KEYS.events):
@@ -123,6 +124,7 @@ def test_events_committed_for_the_outbox_reach_the_inboxes_before_any_direct_one
         relay.acknowledge_published()
     relay.release()
     run_until_idle(direct)
+    assert direct.ready()
     events = [e for e, _ in inbox(client, DROP_COPY)]
     assert projected(events) == reference_events(flow), "the relayed events first, then the direct ones, in order"
 
