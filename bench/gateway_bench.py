@@ -53,9 +53,9 @@ def serve_memory(port: int, sessions: int) -> None:
     configs = {cfg.session_id_text: cfg for cfg in settings.session}
 
     class SendAtOnce:  # the gateway's intake answers after a group commit; here, at once
-        def answer(self, sid, delivery): fix.Session.sendToTarget(from_text(delivery.text), sid)  # noqa: E704
+        def answer(self, sid, delivery, inbound_seq=None): fix.Session.sendToTarget(from_text(delivery.text), sid)  # noqa: E704
 
-    behaviour.start(SimpleNamespace(application=SimpleNamespace(intake=SendAtOnce())))
+    behaviour.start(SimpleNamespace(application=SendAtOnce()))
 
     class App(fix.Application):  # type: ignore[misc]
         def onCreate(self, s): return None  # noqa: E704,N802

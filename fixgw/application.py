@@ -209,6 +209,15 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         log.error("%s: %s failed: %s: %s", self._name(sid), where, type(exc).__name__, exc, exc_info=exc)
         self.metrics.callback_errors.labels(self._name(sid), where).inc()
 
+    def answer(self, sid: fix.SessionID, delivery: Delivery, inbound_seq: int | None = None) -> None:
+        """A behaviour's answer to an inbound message (the AT echo): group-committed and sent by
+        the intake, with the inbound number it covers (``Intake.answer``)."""
+        number = None
+        if inbound_seq is not None and inbound_seq < MAX_SEQ_NUM:
+            cfg, key = self._keys[sid.toString()]
+            number = (key, self.stores[cfg.kind], inbound_seq + 1)
+        self.intake.answer(sid, delivery, number)
+
     def deliver_many(self, batches: list[tuple[fix.SessionID, list[Delivery]]], numbers: InboundNumbers | None = None
                      ) -> list[list[Delivery] | StoreError]:
         """Group commit, then send (DESIGN §7): every message of each session's batch, its inbox

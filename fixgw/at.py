@@ -4,8 +4,8 @@ NewOrderSingle is echoed back to the same session, unless it carries PossResend=
 ClOrdID was already seen on that session since logon; SecurityDefinition is echoed;
 anything else is an unsupported message type (BusinessMessageReject).
 
-Echoes are answers through the intake stage (``intake.Intake.answer``): committed in groups
-and sent off QuickFIX's thread, before the inbound number they answer is recorded.
+Echoes are answers through the intake stage (``intake.Intake.answer``): committed in groups,
+each session's with the inbound number its echoes answer, and sent off QuickFIX's thread.
 """
 
 from __future__ import annotations
@@ -30,8 +30,10 @@ class AcceptanceBehaviour:
         self.gateway = gateway
 
     def _echo(self, message: Inbound, sid: fix.SessionID) -> None:
-        # The echo is the message as it came (its text: QuickFIX fills the header when it sends).
-        self.gateway.application.intake.answer(sid, Delivery(message.text, message.msg_type, inbox_id=""))
+        # The echo is the message as it came (its text: QuickFIX fills the header when it sends),
+        # stored with the inbound number it answers.
+        self.gateway.application.answer(sid, Delivery(message.text, message.msg_type, inbox_id=""),
+                                        int(message.seq) if message.seq else None)
 
     def on_app_message(self, message: Inbound, sid: fix.SessionID, session: SessionConfig) -> None:
         if message.msg_type == "D":

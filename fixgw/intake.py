@@ -121,6 +121,7 @@ class Intake:
         self._work: list[Work] = []
         self._answers: dict[str, tuple[fix.SessionID, list[Any]]] = {}
         self._targets: dict[SessionKey, tuple[SessionStore, int]] = {}
+        self._queued: dict[SessionKey, int] = {}  # the highest number queued per session since its last reset
         self._cond = threading.Condition()
         self._io = threading.Lock()  # held by the numbers' write and by a reset
         self._resets: dict[SessionKey, int] = {}  # resets per session, to spot a number taken before one
@@ -138,18 +139,33 @@ class Intake:
             self._work.append(work)
             self._cond.notify()
 
-    def answer(self, sid: fix.SessionID, delivery: Any) -> None:
-        """Send ``delivery`` (an ``application.Delivery``) after a group commit."""
+    def answer(self, sid: fix.SessionID, delivery: Any,
+               number: tuple[SessionKey, SessionStore, int] | None = None) -> None:
+        """Send ``delivery`` (an ``application.Delivery``) after a group commit. ``number``: the
+        inbound number answering it covers (the answered message's, plus one), queued with the
+        answer so that the cycle taking the answer takes the number too and stores both in one
+        commit — queued by the callback's ``record`` after it, a cycle could take the answer
+        alone, and a crash before the next cycle had the message sent and answered again."""
         with self._cond:
             self._answers.setdefault(sid.toString(), (sid, []))[1].append(delivery)
+            if number is not None:
+                self._queue_number(*number)
             self._cond.notify()
 
     def record(self, session: SessionKey, store: SessionStore, target: int) -> None:
         """``target`` is the next number expected from ``session``'s counterparty; call it
         after the message's work and answers were queued."""
         with self._cond:
-            self._targets[session] = (store, target)
+            self._queue_number(session, store, target)
             self._cond.notify()
+
+    def _queue_number(self, session: SessionKey, store: SessionStore, target: int) -> None:
+        """(Under ``_cond``.) A number no higher than one queued before (an answer's) adds
+        nothing: numbers only grow within a FIX session, and a reset forgets them."""
+        if target <= self._queued.get(session, 0):
+            return
+        self._queued[session] = target
+        self._targets[session] = (store, target)
 
     @contextmanager
     def resetting(self, session: SessionKey) -> Iterator[None]:
@@ -160,6 +176,7 @@ class Intake:
         with self._io:
             with self._cond:
                 self._targets.pop(session, None)
+                self._queued.pop(session, None)
                 self._resets[session] = self._resets.get(session, 0) + 1
             yield
 

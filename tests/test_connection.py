@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -89,7 +90,9 @@ def test_fixgw_up_starts_everything_and_stops_cleanly_on_ctrl_c(tmp_path) -> Non
     proc = subprocess.Popen([sys.executable, "-m", "fixgw.cli", "up", "--port", "0", "--data-dir", str(tmp_path / "v"),
                              "--fix-port", str(fix_port), "--http-port", str(http_port)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=tmp_path,
-                            env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(__file__))})
+                            env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(__file__))},
+                            start_new_session=True)  # its own process group: a failed test kills its children too
+    url = ""
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -118,7 +121,12 @@ def test_fixgw_up_starts_everything_and_stops_cleanly_on_ctrl_c(tmp_path) -> Non
             redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
         assert (tmp_path / "v" / "appendonlydir").is_dir()
     finally:
-        proc.kill()
+        with contextlib.suppress(ProcessLookupError):  # (nothing left after a clean stop)
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        if url:  # the embedded Valkey runs in a session of its own: shut down, if a failure left it up
+            with contextlib.suppress(redis.RedisError):
+                redis.Redis.from_url(url, socket_connect_timeout=0.5).shutdown(nosave=True)
 
 
 def test_sentinel_pool_waits_for_a_free_connection_and_honours_idle_bounds(sentinel_group) -> None:  # type: ignore[no-untyped-def]

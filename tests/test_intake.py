@@ -121,3 +121,31 @@ class SessionName:
 
     def toString(self) -> str:  # noqa: N802 (QuickFIX's SessionID)
         return self.name
+
+
+def test_an_answer_brings_its_inbound_number_into_its_own_cycle(store: CountedStore) -> None:
+    """The callback queues the answer, then records the number: a cycle between the two would
+    commit the answer without it. Queued with the answer, it rides in the answer's commit."""
+    session = session_of(store)
+    written: list[tuple[SessionKey, int]] = []
+    offered: list[int | None] = []
+
+    def deliver(batches: list[tuple[Any, list[Any]]], numbers: Any) -> list[Any]:
+        with numbers:  # as GatewayApplication.deliver_many: the commit stores what it is offered
+            offered.append(numbers.offered(session))
+            numbers.stored(session)
+        return [deliveries for _, deliveries in batches]
+
+    box = Intake(lambda why: None, lambda s, n: written.append((s, n)), deliver)
+    box.stop()
+    box.answer(SessionName(str(session)), "the echo of message 7", (session, store, 8))  # type: ignore[arg-type]
+    box.flush()  # the cycle takes the answer before the callback's record() below
+    assert offered == [8] and written == [(session, 8)]
+    box.record(session, store, 8)
+    box.flush()
+    assert store.writes == [], "the callback's own record of the same number writes nothing more"
+    with box.resetting(session):
+        pass
+    box.record(session, store, 2)  # a new FIX session counts from the start again
+    box.flush()
+    assert store.load_state(session).target_seq_num == 2 and written[-1] == (session, 2)
