@@ -8,10 +8,10 @@ from matching.conductor import Conductor, submit
 from matching.config import Durability
 from matching.contracts import Command, Event, OrderAccepted, OrderType, Side, TimeInForce, parse_event
 from matching.keys import PartitionKeys
-from sessionstore.connection import RedisClient, connect
+from sessionstore.connection import RedisClient, connect, own_connection
 from sessionstore.settings import RedisEndpoint
-from tests.flows import TEST_INSTRUMENTS
-from tests.reference_matcher import project
+from tests.flows import TEST_INSTRUMENTS, random_flow
+from tests.reference_matcher import ReferenceMatcher, project
 
 
 def cell_client(endpoint: RedisEndpoint, durability_timeout_ms: int = 2000) -> RedisClient:
@@ -55,3 +55,21 @@ def accepted(order_id: str, owner: str, quantity: int = 1, price: int | None = 2
     """An order.accepted payload for a resting buy, for tests that need events but no cell."""
     return OrderAccepted(order_id, quantity, 0, quantity, 0, owner, "", Side.BUY, "", price, OrderType.LIMIT,
                          TimeInForce.GTC)
+
+
+def p0_flow(seed: int, n: int) -> list:
+    """A random flow's commands of partition 0."""
+    return [c for c in random_flow(seed, n) if c.partition == 0]
+
+
+def reference_events(flow: list, stp: str = "cancel-taker") -> list[tuple]:
+    """The reference matcher's events for ``flow``, projected (``projected``)."""
+    ref = ReferenceMatcher(TEST_INSTRUMENTS, stp)
+    return [e for cmd in flow for e in ref.apply(cmd)]
+
+
+def pipelined(c: Conductor, steps: int = 10_000) -> int:
+    """Run ``c`` as ``Conductor.run`` does: with a connection of its own, so the pipelined loop
+    (batch k+1 read and matched while batch k's transaction is on its way) is the one taken."""
+    with own_connection(c.client):  # as Conductor.run holds it
+        return run_until_idle(c, steps)

@@ -21,20 +21,20 @@ from matching.storage import commit_commands, decode_order, order_fields, reconc
 from sessionstore.connection import new_connection, own_connection, standalone_pool
 from sessionstore.embedded import ValkeyProcess
 from sessionstore.settings import RedisEndpoint
-from tests.cell_helpers import cell_client, conductor, projected, run_until_idle, stream_events, submit_all
-from tests.flows import TEST_INSTRUMENTS, random_flow
-from tests.reference_matcher import ReferenceMatcher
+from tests.cell_helpers import (
+    cell_client,
+    conductor,
+    p0_flow,
+    pipelined,
+    projected,
+    reference_events,
+    run_until_idle,
+    stream_events,
+    submit_all,
+)
+from tests.flows import TEST_INSTRUMENTS
 
 KEYS = PartitionKeys(0)
-
-
-def p0_flow(seed: int, n: int) -> list:
-    return [c for c in random_flow(seed, n) if c.partition == 0]
-
-
-def reference_events(flow: list, stp: str = "cancel-taker") -> list[tuple]:
-    ref = ReferenceMatcher(TEST_INSTRUMENTS, stp)
-    return [e for cmd in flow for e in ref.apply(cmd)]
 
 
 def book_state(client) -> dict:  # type: ignore[no-untyped-def]
@@ -59,13 +59,6 @@ def primary_with_replica() -> Iterator[tuple[Any, ValkeyProcess]]:
             yield cell_client(RedisEndpoint(url=primary.url)), replica
         finally:
             replica.stop()
-
-
-def pipelined(c: Conductor, steps: int = 10_000) -> int:
-    """Run ``c`` as ``Conductor.run`` does: with a connection of its own, so the pipelined loop
-    (batch k+1 read and matched while batch k's transaction is on its way) is the one taken."""
-    with own_connection(c.client):  # as Conductor.run holds it
-        return run_until_idle(c, steps)
 
 
 @pytest.mark.parametrize("seed", range(3))

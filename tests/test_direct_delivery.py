@@ -16,12 +16,18 @@ from matching.config import CellSettings, ConfigError, load_cell_settings
 from matching.contracts import Event, parse_event
 from matching.keys import PartitionKeys
 from matching.outbox import OutboxWorker, RedisStreamsPublisher, owner_routes
-from sessionstore.connection import own_connection
 from sessionstore.embedded import ValkeyProcess
 from sessionstore.settings import RedisEndpoint
-from tests.cell_helpers import cell_client, conductor, projected, run_until_idle, submit_all
-from tests.flows import TEST_INSTRUMENTS, random_flow
-from tests.reference_matcher import ReferenceMatcher
+from tests.cell_helpers import (
+    cell_client,
+    conductor,
+    p0_flow,
+    pipelined,
+    projected,
+    reference_events,
+    run_until_idle,
+    submit_all,
+)
 
 KEYS = PartitionKeys(0)
 DROP_COPY = "test-inbox:dc"
@@ -34,15 +40,6 @@ def inbox_of(owner: str) -> str:
 ROUTES = owner_routes(inbox_of, [DROP_COPY])
 
 
-def p0_flow(seed: int, n: int) -> list:
-    return [c for c in random_flow(seed, n) if c.partition == 0]
-
-
-def reference_events(flow: list) -> list[tuple]:
-    ref = ReferenceMatcher(TEST_INSTRUMENTS, "cancel-taker")
-    return [e for cmd in flow for e in ref.apply(cmd)]
-
-
 def inbox(client: Any, stream: str) -> list[tuple[Event, str]]:
     """An inbox's events in arrival order, with the partition offset each carries."""
     return [(parse_event(f[b"event"]), f[b"x-partition-offset"].decode()) for _, f in client.xrange(stream)]
@@ -51,11 +48,6 @@ def inbox(client: Any, stream: str) -> list[tuple[Event, str]]:
 def offset(raw: str) -> tuple[int, int]:
     ms, _, seq = raw.partition("-")
     return int(ms), int(seq)
-
-
-def pipelined(c: Any) -> int:
-    with own_connection(c.client):  # as Conductor.run: the pipelined loop
-        return run_until_idle(c)
 
 
 @pytest.mark.parametrize("run", [run_until_idle, pipelined], ids=["one-batch", "pipelined"])
