@@ -125,7 +125,8 @@ return epoch
 
 
 class RedisStreamsPublisher:
-    """Publishes into Redis streams (the gateways' inboxes), routed per event, fenced per stream."""
+    """Publishes into Redis streams (the gateways' inboxes), routed per event (``destinations``:
+    each stream once, as ``owner_routes`` gives them), fenced per stream."""
 
     def __init__(self, client: RedisClient, destinations: Callable[[Event], Iterable[str]]) -> None:
         self.client = client
@@ -152,7 +153,7 @@ class RedisStreamsPublisher:
         any reply is read. A failed round trip, on either side, is a PublishError."""
         by_stream: dict[str, list[Delivery]] = {}  # each stream gets its events in stream order
         for d in deliveries:
-            for stream in dict.fromkeys(self.destinations(d.event)):
+            for stream in self.destinations(d.event):  # (each once: owner_routes)
                 by_stream.setdefault(stream, []).append(d)
         beside_replies: list[Any] = []
         for retake in (True, False):
@@ -203,7 +204,8 @@ class RedisStreamsPublisher:
 
 
 def owner_routes(inbox_of: Callable[[str], str], also: Sequence[str] = ()) -> Callable[[Event], list[str]]:
-    """Route each event to the inbox of every order owner it concerns, plus ``also`` (drop copy)."""
+    """Route each event to the inbox of every order owner it concerns, plus ``also`` (drop copy),
+    each stream once (a deal's two owners may share a gateway, and so its inbox)."""
 
     inboxes: dict[str, str] = {}  # owner → inbox: one lookup per event on the hot path
     extra = list(also)
@@ -217,7 +219,7 @@ def owner_routes(inbox_of: Callable[[str], str], also: Sequence[str] = ()) -> Ca
         return found
 
     def destinations(event: Event) -> list[str]:
-        return [inbox(o) for o in event.owners()] + extra
+        return list(dict.fromkeys([inbox(o) for o in event.owners()] + extra))
 
     return destinations
 

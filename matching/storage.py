@@ -117,7 +117,7 @@ class DeadCommand:
     refusal: tuple[str, Event] | None = None  # (stream id, command.refused event) when it has an owner
 
 
-Inboxes = Callable[[Event], Sequence[str]]  # an event's destination streams (outbox.owner_routes)
+Inboxes = Callable[[Event], Sequence[str]]  # an event's destination streams, each once (outbox.owner_routes)
 
 
 def commit_commands(keys: PartitionKeys, staged: list[StagedCommand], next_priority: int,
@@ -143,7 +143,7 @@ def commit_commands(keys: PartitionKeys, staged: list[StagedCommand], next_prior
             out.append(("XADD", keys.events, stream_id, "event", e.encode()))
             return
         raw = e.encode()
-        for inbox in dict.fromkeys(inboxes(e)):  # (a deal's two owners may share a gateway: one entry)
+        for inbox in inboxes(e):
             out.append(("XADD", inbox, "*", "messageId", e.event_id, "causationId", e.command_id,
                         "partition", e.partition, "x-partition-offset", stream_id, "event", raw))
         last_event = stream_id
