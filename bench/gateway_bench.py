@@ -52,10 +52,10 @@ def serve_memory(port: int, sessions: int) -> None:
     behaviour = AcceptanceBehaviour()
     configs = {cfg.session_id_text: cfg for cfg in settings.session}
 
-    class SendAtOnce:  # the gateway's intake answers after a group commit; here, at once
-        def answer(self, sid, delivery, inbound_seq=None): fix.Session.sendToTarget(from_text(delivery.text), sid)  # noqa: E704
+    def send_at_once(sid, delivery, inbound_seq=None):  # the gateway's intake answers after a group commit
+        fix.Session.sendToTarget(from_text(delivery.text), sid)
 
-    behaviour.start(SimpleNamespace(application=SendAtOnce()))
+    behaviour.start(SimpleNamespace(answer=send_at_once))  # (the one part of a GatewayContext the echo uses)
 
     class App(fix.Application):  # type: ignore[misc]
         def onCreate(self, s): return None  # noqa: E704,N802

@@ -36,9 +36,11 @@ import quickfix as fix
 
 from matching.linger import Linger
 from sessionstore import NotReplicated, OrderIndex, OutboundRecord, SequenceReuse, SessionKey, SessionStore, StoreError
+from sessionstore.connection import RedisClient
+from sessionstore.settings import SessionStoreSettings
 from sessionstore.store import NO_INDEX, batch_outcome, write_together
 
-from .config import SessionConfig
+from .config import GatewaySettings, MatchingLink, SessionConfig
 from .credentials import credentials_problem
 from .fixmsg import Inbound, business_reject, filled, filled_body, from_text, inbound, sending_time, wire_bytes
 from .inputs import MAX_SEQ_NUM, logon_problem, split_fields
@@ -61,8 +63,42 @@ CRASH_AFTER_BATCH_COMMIT = os.environ.get("FIXGW_TEST_CRASH_AFTER_BATCH_COMMIT",
 QUICKFIX_SIGNAL = fix.FIXException
 
 
+@dataclass(frozen=True)
+class GatewayContext:
+    """What a behaviour, and the parts it starts (the dispatcher), may use of the active gateway:
+    its settings, its datastore and session stores, its metrics, and the three ways into the
+    session layer — the intake (inbound requests' writes), ``deliver_many`` (group commit, then
+    send) and ``answer`` (an answer committed with the inbound number it covers). Not the
+    gateway itself: its locks, acceptor and HTTP endpoint are none of a behaviour's business."""
+
+    namespace: str
+    settings: GatewaySettings
+    store_settings: SessionStoreSettings
+    matching: MatchingLink
+    client: RedisClient  # the session store's datastore
+    stores: dict[str, SessionStore]  # by kind (fsg / dc)
+    metrics: GatewayMetrics
+    intake: Intake
+    deliver_many: Callable[[list[tuple[fix.SessionID, list[Delivery]]]], list[list[Delivery] | StoreError]]
+    answer: Callable[[fix.SessionID, Delivery, int | None], None]
+    serving: Callable[[], bool]  # active with every lock held: events may be delivered
+
+
 class Behaviour(Protocol):
     """What the gateway does with application messages (AT echo, order entry, ...)."""
+
+    def start(self, context: GatewayContext) -> None:
+        """Once the gateway holds its locks, before its acceptor takes the first connection: a
+        request never finds the behaviour unstarted."""
+        ...
+
+    def stop(self) -> None:
+        """Before the acceptor stops (the gateway is stopping)."""
+        ...
+
+    def problems(self) -> list[str]:
+        """For /ready: why the behaviour is not serving (a part of it that stopped); empty if it is."""
+        ...
 
     def on_app_message(self, message: Inbound, session_id: fix.SessionID, session: SessionConfig) -> None:
         """``message`` read once (``fixmsg.inbound``); called on QuickFIX's thread."""

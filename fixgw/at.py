@@ -11,11 +11,10 @@ each session's with the inbound number its echoes answer, and sent off QuickFIX'
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import quickfix as fix
 
-from .application import Delivery
+from .application import Delivery, GatewayContext
 from .config import SessionConfig
 from .fixmsg import Inbound
 
@@ -24,16 +23,23 @@ class AcceptanceBehaviour:
     def __init__(self) -> None:
         self._seen: dict[str, set[str]] = {}
         self._lock = threading.Lock()
-        self.gateway: Any = None
+        self.context: GatewayContext | None = None
 
-    def start(self, gateway: Any) -> None:
-        self.gateway = gateway
+    def start(self, context: GatewayContext) -> None:
+        self.context = context
+
+    def stop(self) -> None:
+        return None
+
+    def problems(self) -> list[str]:
+        return []
 
     def _echo(self, message: Inbound, sid: fix.SessionID) -> None:
         # The echo is the message as it came (its text: QuickFIX fills the header when it sends),
         # stored with the inbound number it answers.
-        self.gateway.application.answer(sid, Delivery(message.text, message.msg_type, inbox_id=""),
-                                        int(message.seq) if message.seq else None)
+        assert self.context is not None, "started before the acceptor accepts"
+        self.context.answer(sid, Delivery(message.text, message.msg_type, inbox_id=""),
+                            int(message.seq) if message.seq else None)
 
     def on_app_message(self, message: Inbound, sid: fix.SessionID, session: SessionConfig) -> None:
         if message.msg_type == "D":

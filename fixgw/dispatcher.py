@@ -33,7 +33,7 @@ from sessionstore.connection import RedisClient, is_cluster, own_connections, ro
 from sessionstore.store import NO_INDEX
 
 from . import translation as tr
-from .application import Delivery
+from .application import Delivery, GatewayContext
 from .config import SessionConfig
 from .fixmsg import body_text
 
@@ -95,10 +95,10 @@ class OpenViews:
 class Dispatcher(threading.Thread):
     """Turns inbox events into messages for sessions; the only writer of order views."""
 
-    def __init__(self, behaviour: Any, gateway: Any) -> None:
+    def __init__(self, behaviour: Any, context: GatewayContext) -> None:
         super().__init__(name="fixgw-dispatcher", daemon=True)
         self.behaviour = behaviour
-        self.gateway = gateway
+        self.context = context
         self.stop = threading.Event()
         self._last_offset: dict[tuple[str, int], tuple[int, int]] = {}  # (inbox kind, partition) → offset
         self._next_retention = 0.0
@@ -109,22 +109,22 @@ class Dispatcher(threading.Thread):
         # wait in the group's pending list, the other sessions' go on (module docstring).
         self.parked: dict[str, tuple[float, str]] = {}
         self._next_parked_pass = 0.0
-        self.client: RedisClient = gateway.client
-        self.batch = gateway.store_settings.dispatchBatchSize
-        self.linger = Linger(gateway.settings.batch_linger, self.batch)  # (after a small batch: matching/linger.py)
-        ns = gateway.namespace
-        self.streams = {GatewayKey(ns, kind).inbox_stream: kind for kind in gateway.settings.kinds()}
-        self.sessions = {str(cfg.key(ns)): cfg for cfg in gateway.settings.session}
+        self.client: RedisClient = context.client
+        self.batch = context.store_settings.dispatchBatchSize
+        self.linger = Linger(context.settings.batch_linger, self.batch)  # (after a small batch: matching/linger.py)
+        ns = context.namespace
+        self.streams = {GatewayKey(ns, kind).inbox_stream: kind for kind in context.settings.kinds()}
+        self.sessions = {str(cfg.key(ns)): cfg for cfg in context.settings.session}
         self.key_text = {cfg.name: text for text, cfg in self.sessions.items()}  # asked for per event
-        self.drop_copies = [cfg for cfg in gateway.settings.session if cfg.kind == DROP_COPY]
+        self.drop_copies = [cfg for cfg in context.settings.session if cfg.kind == DROP_COPY]
         self.session_ids = {str(cfg.key(ns)): fix.SessionID(cfg.begin_string, cfg.sender_comp_id,
-                                                             cfg.target_comp_id) for cfg in gateway.settings.session}
+                                                             cfg.target_comp_id) for cfg in context.settings.session}
 
     def run(self) -> None:
         for stream in self.streams:
             ensure_group(self.client, stream, GROUP)
         # the datastores it reads and commits to: a connection of its own to each
-        with own_connections([self.client, *(s.client for s in self.gateway.stores.values())]):
+        with own_connections([self.client, *(s.client for s in self.context.stores.values())]):
             self._cycles()
 
     def _read(self, to_ack: list[tuple[str, list[bytes]]], positions: dict[str, Any] | None, block_ms: int | None
@@ -160,11 +160,11 @@ class Dispatcher(threading.Thread):
         to_ack: list[tuple[str, list[bytes]]] = []
         while not self.stop.is_set():
             try:
-                if not self.gateway.serving:
+                if not self.context.serving():
                     self.stop.wait(0.1)
                     continue
                 if time.monotonic() >= self._next_retention:
-                    self._next_retention = time.monotonic() + self.gateway.matching.retention_interval
+                    self._next_retention = time.monotonic() + self.context.matching.retention_interval
                     self.retention()
                 if self.parked and time.monotonic() >= self._next_parked_pass:
                     to_ack += self._retry_parked()
@@ -216,7 +216,7 @@ class Dispatcher(threading.Thread):
                 waiting -= refused
                 if acked := [e for e, _ in entries if e not in held]:
                     acks.append((stream, acked))
-        self.gateway.metrics.parked_sessions.set(len(self.parked))
+        self.context.metrics.parked_sessions.set(len(self.parked))
         return acks
 
     def _park(self, key: str, exc: StoreError) -> None:
@@ -226,7 +226,7 @@ class Dispatcher(threading.Thread):
                       "tried again every %.1fs", key, exc, PARKED_RETRY_S)
             self._next_parked_pass = time.monotonic() + PARKED_RETRY_S
         self.parked[key] = (since, f"{type(exc).__name__}: {exc}")
-        self.gateway.metrics.parked_sessions.set(len(self.parked))
+        self.context.metrics.parked_sessions.set(len(self.parked))
 
     def problems(self, limit_s: float) -> list[str]:
         """For /ready: entries not delivered for longer than ``limit_s`` — every session's (the
@@ -240,16 +240,16 @@ class Dispatcher(threading.Thread):
         """One retention pass (README, retention): acknowledged inbox stream entries older than
         ``inbox_retention``; each session's delivered-event records and closed orders' views
         older than ``delivery_retention``. Returns (stream entries, views, event records) removed."""
-        link = self.gateway.matching
+        link = self.context.matching
         now = int(time.time() * 1000) if now_ms is None else now_ms
         entries = sum(trim_acknowledged(self.client, stream, int(link.inbox_retention * 1000), now)
                       for stream in self.streams)
         views = events = 0
         cutoff = now - int(link.delivery_retention * 1000)
-        for cfg in self.gateway.settings.session:
-            store = self.gateway.stores[cfg.kind]
+        for cfg in self.context.settings.session:
+            store = self.context.stores[cfg.kind]
             for _ in range(RETENTION_PASSES):
-                v, e = store.trim_delivered(cfg.key(self.gateway.namespace), cutoff, RETENTION_LIMIT)
+                v, e = store.trim_delivered(cfg.key(self.context.namespace), cutoff, RETENTION_LIMIT)
                 views, events = views + v, events + e
                 if v < RETENTION_LIMIT and e < RETENTION_LIMIT:
                     break
@@ -302,11 +302,11 @@ class Dispatcher(threading.Thread):
                     refused |= no
                 return held_ids, refused
             entry_id, fields = entries[0]
-            dead = GatewayKey(self.gateway.namespace, kind).inbox_dead_letter
+            dead = GatewayKey(self.context.namespace, kind).inbox_dead_letter
             log.error("dispatcher: inbox entry %s moved to %s: %s: %s", entry_id, dead, type(exc).__name__, exc)
             moved: dict[Any, Any] = {**(fields or {}), "x-original-id": entry_id, "x-error": f"{type(exc).__name__}: {exc}"}
             self.client.xadd(dead, moved)
-            self.gateway.metrics.dispatcher_dead_lettered.inc()
+            self.context.metrics.dispatcher_dead_lettered.inc()
             return set(), set()
 
     def dispatch(self, parts: list[tuple[str, list[dict[bytes, bytes] | None]]], only: set[str] | None = None
@@ -361,7 +361,7 @@ class Dispatcher(threading.Thread):
             self._last_offset.update(seen)
             return self._held(concerns, routed, set()), set()
         try:
-            results = self.gateway.application.deliver_many(
+            results = self.context.deliver_many(
                 [(self.session_ids[key], [d for d, _ in pairs]) for key, pairs in per_session.items()])
         except BaseException:
             for key, pairs in per_session.items():  # the commits may or may not have landed
@@ -424,8 +424,8 @@ class Dispatcher(threading.Thread):
                     views[(key, oid)] = view
             if not missing:
                 continue
-            store = self.gateway.stores[cfg.kind]
-            by_store.setdefault(id(store.client), (store, []))[1].append((key, cfg.key(self.gateway.namespace),
+            store = self.context.stores[cfg.kind]
+            by_store.setdefault(id(store.client), (store, []))[1].append((key, cfg.key(self.context.namespace),
                                                                            missing))
         for store, sessions in by_store.values():
             replies = store.order_views_of([(session, ordered) for _, session, ordered in sessions])
@@ -458,11 +458,11 @@ class Dispatcher(threading.Thread):
             seen[(kind, event.partition)] = offset
             return
         inbox_ids = [f"{event.event_id}:{role}" for role in "OMT"]  # see translation.event_messages
-        ns = self.gateway.namespace
+        ns = self.context.namespace
         fresh = [cfg for cfg, _ in self.targets(kind, event) if self.key_text[cfg.name] not in self.parked
-                 and not any(self.gateway.stores[cfg.kind].delivered(cfg.key(ns), i) for i in inbox_ids)]
+                 and not any(self.context.stores[cfg.kind].delivered(cfg.key(ns), i) for i in inbox_ids)]
         if fresh:
-            self.gateway.metrics.events_out_of_order.labels(str(event.partition)).inc()
+            self.context.metrics.events_out_of_order.labels(str(event.partition)).inc()
             log.error("dispatcher: event %s (partition %d offset %s) arrived after offset %s-%s and was not "
                       "delivered before: delivering it late", event.event_id, event.partition,
                       offset_raw.decode(), *last)

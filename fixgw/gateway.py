@@ -26,7 +26,7 @@ from sessionstore import DispatcherLock, GatewayKey, SessionKey, SessionStore, c
 from sessionstore.connection import check_credentials
 from sessionstore.settings import SessionStoreSettings
 
-from .application import Behaviour, GatewayApplication, die
+from .application import Behaviour, GatewayApplication, GatewayContext, die
 from .config import GatewaySettings, MatchingLink, SessionConfig
 from .filestore import fresh_directory, write_session
 from .metrics import GatewayMetrics
@@ -79,10 +79,7 @@ class Gateway:
             out += [f"callback stalled: {s}" for s in self.application.watch.stalled(self.settings.callback_stall_limit)]
             if not self.application.intake.alive() and self.active.is_set():
                 out.append("intake stopped")
-        health = getattr(self.behaviour, "problems", None)
-        if health is not None:
-            out += health()
-        return out
+        return out + self.behaviour.problems()
 
     @property
     def ready(self) -> bool:
@@ -155,13 +152,18 @@ class Gateway:
             logs.append(fix.FileLogFactory(str(log_dir)))
         acceptor = fix.ThreadedSSLSocketAcceptor if self.settings.tls is not None else fix.ThreadedSocketAcceptor
         self.acceptor = acceptor(self.application, fix.FileStoreFactory(qf_settings), qf_settings, *logs)
-        start = getattr(self.behaviour, "start", None)
-        if start is not None:  # before the first connection: a request must never find it unstarted
-            start(self)
+        # before the first connection: a request must never find it unstarted
+        self.behaviour.start(self.context(self.application))
         self.acceptor.start()
         self.active.set()
         threading.Thread(target=self._watch_logons, name="logon-watch", daemon=True).start()
         log.info("active: accepting FIX connections on %s:%d", self.settings.host, self.settings.port)
+
+    def context(self, application: GatewayApplication) -> GatewayContext:
+        """What the behaviour is given of this gateway (``GatewayContext``)."""
+        return GatewayContext(self.namespace, self.settings, self.store_settings, self.matching, self.client,
+                              self.stores, self.metrics, application.intake, application.deliver_many,
+                              application.answer, lambda: self.serving)
 
     def _watch_logons(self) -> None:
         while self.active.is_set() and not self.stop_requested.wait(1.0):
@@ -173,9 +175,7 @@ class Gateway:
 
     def stop(self) -> None:
         """Log every session out, then give the locks up so a standby takes over at once."""
-        stop = getattr(self.behaviour, "stop", None)
-        if stop is not None:
-            stop()
+        self.behaviour.stop()
         if self.acceptor is not None:
             self.active.clear()
             self.acceptor.stop()

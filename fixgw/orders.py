@@ -41,6 +41,7 @@ from sessionstore.settings import ConfigError
 from sessionstore.store import claimed
 
 from . import translation as tr
+from .application import GatewayContext
 from .config import SessionConfig
 from .dispatcher import CLOSED_STATUSES, Dispatcher
 from .fixmsg import Inbound, build, business_reject, session_reject
@@ -242,26 +243,27 @@ class HeldCommands:
 
 
 class OrderEntryBehaviour:
+    context: GatewayContext  # (``start``: nothing calls in before it)
+
     def __init__(self) -> None:
-        self.gateway: Any = None
         self.dispatcher: Dispatcher | None = None
         self._buckets: dict[str, TokenBucket] = {}  # per session; only its QuickFIX thread takes from it
 
     # --- lifecycle (called by Gateway) ------------------------------------------------
 
-    def start(self, gateway: Any) -> None:
-        self.gateway = gateway
-        link = gateway.matching
+    def start(self, context: GatewayContext) -> None:
+        self.context = context
+        link = context.matching
         self.table = InstrumentTable.load(link.instruments)
-        self.namespace = gateway.namespace
+        self.namespace = context.namespace
         self.window_ms = int(link.idempotency_window * 1000)
         self.routes: PartitionClients | None = None
         self.bridges: list[AmqpInboxBridge] = []
         self.router: CommandRouter | AmqpCommandRouter
         if link.transport == "rabbitmq":
-            self.router = self._broker_router(gateway)
+            self.router = self._broker_router(context)
         else:
-            self.routes = PartitionClients(gateway, link)
+            self.routes = PartitionClients(context, link)
             for p, client in self.routes.clients.items():
                 recorded = recorded_partition_count(client, p)
                 if recorded is not None and recorded != link.partition_count:
@@ -269,33 +271,33 @@ class OrderEntryBehaviour:
                     raise ConfigError(f"[matching] partition_count = {link.partition_count}, but partition {p} "
                                       f"was booted with MATCHING_PARTITION_COUNT={recorded}")
             self.router = CommandRouter(self.routes, link.partition_count)
-        self.held = HeldCommands(self.router, on_held=lambda partition, n: gateway.metrics.commands_held.labels(
+        self.held = HeldCommands(self.router, on_held=lambda partition, n: context.metrics.commands_held.labels(
             str(partition)).inc(n))
-        gateway.application.intake.after_work = self.held.publish_deferred
+        context.intake.after_work = self.held.publish_deferred
         if self.routes is not None:
             self.routes.watch(on_change=self.held.wake)
-        for cfg in gateway.settings.session:
+        for cfg in context.settings.session:
             if cfg.cancel_on_disconnect:  # a client whose connection died with the previous gateway
                 timer = threading.Timer(cfg.cancel_on_disconnect_grace, self._cancel_if_still_away, args=(cfg,))
                 timer.daemon = True
                 timer.start()
-        self.dispatcher = Dispatcher(self, gateway)
+        self.dispatcher = Dispatcher(self, context)
         self.dispatcher.start()
 
-    def _broker_router(self, gateway: Any) -> AmqpCommandRouter:
+    def _broker_router(self, context: GatewayContext) -> AmqpCommandRouter:
         """Commands to the broker; events from it into each kind's inbox stream (``AmqpInboxBridge``).
         An unreachable broker stops the start with the reason."""
-        link = gateway.matching
+        link = context.matching
         self.amqp = AmqpLink(link.broker_url(), f"fixgw-{self.namespace}")
         try:
             self.amqp.connect()
         except AmqpUnavailable as exc:
             raise ConfigError(f"{exc} ([matching] amqp_url)") from None
-        for kind in gateway.settings.kinds():
+        for kind in context.settings.kinds():
             stream = GatewayKey(self.namespace, kind).inbox_stream
 
             def write(entries: list[dict[str, bytes | str]], stream: str = stream) -> None:
-                round_trip(gateway.client, [("XADD", stream, "*", *[x for kv in e.items() for x in kv]) for e in entries])
+                round_trip(context.client, [("XADD", stream, "*", *[x for kv in e.items() for x in kv]) for e in entries])
 
             bridge = AmqpInboxBridge(self.amqp, link.amqp_exchange, inbox_queue(self.namespace, kind), write)
             bridge.start()
@@ -308,7 +310,7 @@ class OrderEntryBehaviour:
         """For /ready: the dispatcher thread must be running while the gateway is active."""
         if self.dispatcher is not None and not self.dispatcher.is_alive() and not self.dispatcher.stop.is_set():
             return ["event dispatcher stopped"]
-        stuck = self.dispatcher.problems(self.gateway.settings.callback_stall_limit) if self.dispatcher else []
+        stuck = self.dispatcher.problems(self.context.settings.callback_stall_limit) if self.dispatcher else []
         bridges = [b.problem for b in getattr(self, "bridges", []) if b.problem]
         return stuck + bridges + self.held.problems() if self.dispatcher is not None else []
 
@@ -344,7 +346,7 @@ class OrderEntryBehaviour:
         sent at its next logon). Orders not yet acknowledged by their cell (no view yet) are not
         seen here. Returns how many cancels were published (or held)."""
         key = cfg.key(self.namespace)
-        store = self.gateway.stores[cfg.kind]
+        store = self.context.stores[cfg.kind]
         stamp = incarnation()
         sent = 0
         try:
@@ -362,7 +364,7 @@ class OrderEntryBehaviour:
                 sent += 1
         except (StoreError, RedisError, AppendFailed) as exc:
             log.error("%s: cancel-on-disconnect failed after %d cancels: %s", key, sent, exc)
-        self.gateway.metrics.canceled_on_disconnect.labels(str(key)).inc(sent)
+        self.context.metrics.canceled_on_disconnect.labels(str(key)).inc(sent)
         log.info("%s: cancel-on-disconnect: %d open orders canceled", key, sent)
         return sent
 
@@ -377,22 +379,22 @@ class OrderEntryBehaviour:
         problem = text_problem(f)
         if problem is not None:  # refused before anything is looked up, claimed or published
             tag, text = problem
-            self.gateway.metrics.refused_requests.labels(str(key), "invalid-text").inc()
+            self.context.metrics.refused_requests.labels(str(key), "invalid-text").inc()
             fix.Session.sendToTarget(session_reject(seq, msg_type, tag, INCORRECT_DATA_FORMAT, text), sid)
             return
         if not self._within_throttle(cfg, key):
-            self.gateway.metrics.refused_requests.labels(str(key), "throttled").inc()
+            self.context.metrics.refused_requests.labels(str(key), "throttled").inc()
             fix.Session.sendToTarget(business_reject(seq, msg_type, f"throttled: over {cfg.max_messages_per_second:g} "
                                                      "application messages per second", f.get(11, "")), sid)
             return
-        request = OrderRequest(self, self.gateway.stores[cfg.kind], sid, cfg, key, f, msg_type, seq, possdup)
+        request = OrderRequest(self, self.context.stores[cfg.kind], sid, cfg, key, f, msg_type, seq, possdup)
         if msg_type == "D":
             self._new_order(request)  # translated here (pure): a refusal is answered without waiting
             if request.claim is None:
                 return
         else:  # the original order is looked up on the intake thread, after every earlier request
             request.lookup = {"F": self._cancel_like, "G": self._cancel_like, "H": self._status}[msg_type]
-        self.gateway.application.intake.submit(request)
+        self.context.intake.submit(request)
 
     def _within_throttle(self, cfg: SessionConfig, key: SessionKey) -> bool:
         if cfg.max_messages_per_second is None:

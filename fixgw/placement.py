@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
 from sessionstore.connection import RedisClient, check_credentials, connect, is_cluster, text
 from sessionstore.keys import partition_map
 from sessionstore.settings import RedisEndpoint
+
+if TYPE_CHECKING:
+    from .application import GatewayContext
+    from .config import MatchingLink
 
 log = logging.getLogger("fixgw.placement")
 
@@ -36,28 +40,28 @@ class PartitionClients:
     """One client per partition, following the partition map. ``clients`` and ``colocated``
     are replaced whole, so a reader on another thread sees one map or the other."""
 
-    def __init__(self, gateway: Any, link: Any) -> None:
-        self.gateway = gateway
+    def __init__(self, context: GatewayContext, link: MatchingLink) -> None:
+        self.context = context
         self.link = link
         self.urls: dict[int, str] = {}
         self.clients: dict[int, RedisClient] = {}
         self.colocated: frozenset[int] = frozenset()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        moved = read_partition_map(gateway.client, gateway.namespace)
+        moved = read_partition_map(context.client, context.namespace)
         for p in range(link.partition_count):
             self._route(p, moved.get(p))
         self._publish()
 
     def _route(self, partition: int, moved_to: str | None) -> None:
-        store: RedisEndpoint = self.gateway.store_settings
+        store: RedisEndpoint = self.context.store_settings
         endpoint: RedisEndpoint = self.link.endpoint(partition, store)
         if moved_to is not None:
             endpoint = endpoint.model_copy(update={"url": moved_to, "nodes": [], "sentinels": [],
                                                    "sentinelGroup": None})
         if endpoint is store or (moved_to is not None and moved_to == store.url and not store.sentinels
                                  and not store.nodes):
-            client = self.gateway.client
+            client = self.context.client
         else:
             client = connect(endpoint)
             where = "the partition map" if moved_to is not None else f"[[matching.partition]] index = {partition}"
@@ -68,11 +72,11 @@ class PartitionClients:
     def _publish(self) -> None:
         self.clients = dict(self.clients)
         self.colocated = frozenset(p for p, c in self.clients.items()
-                                   if c is self.gateway.client and not is_cluster(c))
+                                   if c is self.context.client and not is_cluster(c))
 
     def refresh(self) -> list[int]:
         """Read the map once; route every partition that moved since. Returns those partitions."""
-        moved = read_partition_map(self.gateway.client, self.gateway.namespace)
+        moved = read_partition_map(self.context.client, self.context.namespace)
         changed = [p for p, url in moved.items() if p in self.urls and self.urls[p] != url]
         for p in changed:
             self._route(p, moved[p])
