@@ -10,6 +10,9 @@ FIX over a socket. Two measurements each:
 Then, for the orders paced at ``--rate``, where their time went: the client's send and first
 report against the ids of each order's command entry and inbox event (``stages``).
 
+The gateway runs as ``fixgw up`` runs it, every thread on one CPU (``cpu_affinity = "auto"``);
+one more row shows it with its threads left to the OS, as the raw echo's are.
+
     .venv/bin/python bench/e2e_bench.py [--orders 2000] [--rate 2000] [--seconds 5]
 """
 
@@ -46,6 +49,9 @@ from tests.system_helpers import (  # noqa: E402
 from tools.fixat import RawSession, fix_time  # noqa: E402
 
 PIPELINE = 50  # orders a write in the throughput run (bench/gateway_bench.py: PIPELINE)
+# The gateway as `fixgw up` runs it (config/fixgw.toml): every thread on one CPU (fixgw/affinity.py).
+PINNED = 'cpu_affinity = "auto"'
+
 
 
 def client(port: int, orders: int, rate: float, seconds: float) -> None:
@@ -222,7 +228,7 @@ def main() -> None:
         raw = measure(echo_port, args)
     finally:
         echo.terminate()
-    with running_system("fixgw-e2e-") as (system, server):
+    with running_system("fixgw-e2e-", gateway_lines=PINNED) as (system, server):
         procs = system_processes(system, server)
         low_before = all_cpu_seconds(procs)
         low = measure(system.fix_port, args, rate=args.low_rate, orders=200)  # before any backlog
@@ -240,8 +246,13 @@ def main() -> None:
         mid["cpu_ms"] = 1000 * (all_cpu_seconds(procs) - mid_before) / (200 + mid["paced"])
     # The same system with the drop copy on a gateway process of its own (README: the order
     # path): the order-entry gateway's dispatcher no longer builds and sends the copies.
-    with running_system("fixgw-e2e-split-", sessions=ORDER_ENTRY_SESSIONS,
-                        drop_copy_sessions=DROP_COPY_SESSIONS) as (system, server):
+    # The same system with its gateway's threads wherever the OS puts them (cpu_affinity = []).
+    with running_system("fixgw-e2e-floating-") as (system, server):
+        floating = measure(system.fix_port, args)
+    # The two gateways pinned apart: the order entry's to the first CPU, the drop copy's to the last.
+    with running_system("fixgw-e2e-split-", sessions=ORDER_ENTRY_SESSIONS, drop_copy_sessions=DROP_COPY_SESSIONS,
+                        gateway_lines=PINNED,
+                        drop_copy_gateway_lines=f"cpu_affinity = [{max(os.sched_getaffinity(0))}]") as (system, server):
         split_procs = system_processes(system, server)
         split_before = all_cpu_seconds(split_procs)
         split_run = measure(system.fix_port, args)
@@ -255,8 +266,10 @@ def main() -> None:
     print(f"{'':44} {'orders/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'answered':>9}")
     print(f"{'raw QuickFIX echo (MemoryStore, no matching)':44} {raw['throughput']:9.0f} {raw['p50_ms']:8.2f} "
           f"{raw['p99_ms']:8.2f} {raw['answered']:>5}/{raw['paced']}")
-    print(f"{'fixgw: gateway + Redis + cell + outbox':44} {ours['throughput']:9.0f} {ours['p50_ms']:8.2f} "
+    print(f"{'fixgw: gateway (pinned) + Redis + cell':44} {ours['throughput']:9.0f} {ours['p50_ms']:8.2f} "
           f"{ours['p99_ms']:8.2f} {ours['answered']:>5}/{ours['paced']}")
+    print(f"{'fixgw, gateway threads not pinned':44} {floating['throughput']:9.0f} {floating['p50_ms']:8.2f} "
+          f"{floating['p99_ms']:8.2f} {floating['answered']:>5}/{floating['paced']}")
     print(f"{'fixgw, drop copy on a gateway of its own':44} {split_run['throughput']:9.0f} {split_run['p50_ms']:8.2f} "
           f"{split_run['p99_ms']:8.2f} {split_run['answered']:>5}/{split_run['paced']}")
     if amqp is not None:

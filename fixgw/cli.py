@@ -7,6 +7,7 @@ in the packages it starts.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import subprocess
@@ -62,6 +63,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                         port=port or None, name="fixgw")
     server.start()
     children: list[subprocess.Popen[bytes]] = []
+    unpinned = os.sched_getaffinity(0)  # the cells' CPUs, whatever the gateway's cpu_affinity
     supervising = threading.Event()
     supervisor: threading.Thread | None = None
     try:
@@ -105,6 +107,9 @@ def cmd_up(args: argparse.Namespace) -> int:
                         print(f"fixgw: {cmd[3]} p{cenv['MATCHING_PARTITION']} exited ({code}); starting it again",
                               flush=True)
                         children[i] = subprocess.Popen(cmd, env=cenv)
+                        # (made by a thread of the gateway, whose cpu_affinity it inherited: not the gateway's)
+                        with contextlib.suppress(ProcessLookupError):  # (one that died at once is seen next round)
+                            os.sched_setaffinity(children[i].pid, unpinned)
 
         supervisor = threading.Thread(target=supervise, name="cell-supervisor", daemon=True)
         supervisor.start()

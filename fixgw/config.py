@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -223,7 +223,19 @@ class GatewaySettings(BaseModel):
     # After a cycle of the intake or the dispatcher that handled more than one entry but less
     # than a full batch, pause this long so the next batch grows (matching/linger.py); 0ms: never.
     batch_linger: Duration = "1ms"  # type: ignore[assignment]
+    # The CPUs every thread of the gateway runs on (``affinity.pin_threads``): "auto" = the
+    # first CPU this process may use; a list of CPU numbers; [] = wherever the OS puts them.
+    # The gateway's threads share one GIL, so they never run Python on two CPUs at once; kept
+    # on one, each hand-over of the GIL between them stays on that CPU (README, session 14).
+    cpu_affinity: Literal["auto"] | list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
     session: list[SessionConfig] = Field(default_factory=list)
+
+    @field_validator("cpu_affinity")
+    @classmethod
+    def _distinct_cpus(cls, value: Any) -> Any:
+        if isinstance(value, list) and len(set(value)) != len(value):
+            raise ValueError(f"cpu_affinity {value} names a CPU twice")
+        return value
 
     @field_validator("batch_linger")
     @classmethod

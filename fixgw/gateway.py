@@ -26,6 +26,7 @@ from sessionstore import DispatcherLock, GatewayKey, SessionKey, SessionStore, c
 from sessionstore.connection import check_credentials
 from sessionstore.settings import SessionStoreSettings
 
+from .affinity import cpus_for, pin_threads
 from .application import Behaviour, GatewayApplication, GatewayContext, die
 from .config import GatewaySettings, MatchingLink, SessionConfig
 from .filestore import fresh_directory, write_session
@@ -189,6 +190,9 @@ class Gateway:
             self.http.stop()
 
     def run(self) -> int:
+        cpus = cpus_for(self.settings.cpu_affinity)
+        if cpus:
+            pin_threads(cpus)
         signal.signal(signal.SIGTERM, lambda *_: self.stop_requested.set())
         signal.signal(signal.SIGINT, lambda *_: self.stop_requested.set())
         port = self.serve_http()

@@ -72,7 +72,9 @@ class GatewayProc:
 
     def __init__(self, tmp: Path, redis_url: str, *, name: str = "gw", fix_port: int, mode: str = "at",
                  namespace: str = "t", lock_ttl: str = "1s", renewal: str = "250ms", sessions: str = SESSIONS,
-                 extra: str = "", env: dict[str, str] | None = None, store_extra: str = "") -> None:
+                 extra: str = "", env: dict[str, str] | None = None, store_extra: str = "",
+                 gateway_lines: str = "") -> None:
+        """``gateway_lines``: more ``[gateway]`` settings (TOML lines); ``extra``: more tables."""
         self.name = name
         self.fix_port = fix_port
         self.http_port = free_port()
@@ -85,6 +87,7 @@ mode = "{mode}"
 port = {fix_port}
 http_port = {self.http_port}
 state_dir = "{self.dir / 'state'}"
+{gateway_lines}
 {extra}
 {sessions}
 [session_store]

@@ -149,13 +149,14 @@ class System:
     def __init__(self, tmp: Path, store: ValkeyProcess, partitions: list[ValkeyProcess],
                  sessions: str = SESSIONS, gateway_routes: dict[int, str] | None = None,
                  matching: str = "", broker: Broker | None = None, drop_copy_sessions: str = "",
-                 inbox_delivery: str = "direct") -> None:
+                 inbox_delivery: str = "direct", gateway_lines: str = "", drop_copy_gateway_lines: str = "") -> None:
         """``gateway_routes``: partition → the gateway's own ``[[matching.partition]]`` lines
         (its URL and client settings), e.g. through a ``ReplyDroppingProxy``.
         ``drop_copy_sessions``: drop-copy sessions served by a gateway process of their own
         (``drop_copy_gateway``, the same namespace, its own FIX port). ``inbox_delivery``: as
         ``fixgw up`` starts the cells (direct: a conductor whose partition shares the session
-        store's datastore appends events to the inboxes itself; the others fall back to the outbox)."""
+        store's datastore appends events to the inboxes itself; the others fall back to the outbox).
+        ``gateway_lines``, ``drop_copy_gateway_lines``: more ``[gateway]`` settings of each gateway."""
         self.tmp = tmp
         self.store = store
         self.partitions = partitions
@@ -178,13 +179,15 @@ instruments = "{self.instruments}"
 {extra_matching}"""
         self.gateway_extra = extra  # the [matching] part of a gateway's config here
         self.gateway = GatewayProc(tmp, store.url, name="gateway", fix_port=self.fix_port, mode="gateway",
-                                   namespace="e2e", sessions=sessions, lock_ttl="2s", renewal="500ms", extra=extra)
+                                   namespace="e2e", sessions=sessions, lock_ttl="2s", renewal="500ms", extra=extra,
+                                   gateway_lines=gateway_lines)
         self.drop_copy_gateway: GatewayProc | None = None
         self.ports: dict[str, int] = {}  # session name → its gateway's FIX port, where not ``fix_port``
         if drop_copy_sessions:
             self.drop_copy_gateway = GatewayProc(tmp, store.url, name="gateway-dc", fix_port=free_port(),
                                                  mode="gateway", namespace="e2e", sessions=drop_copy_sessions,
-                                                 lock_ttl="2s", renewal="500ms", extra=extra)
+                                                 lock_ttl="2s", renewal="500ms", extra=extra,
+                                                 gateway_lines=drop_copy_gateway_lines)
             for session in tomllib.loads(drop_copy_sessions)["gateway"]["session"]:
                 self.ports[session["name"]] = self.drop_copy_gateway.fix_port
         self.cells: dict[tuple[str, int], CellProc] = {}

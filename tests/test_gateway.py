@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from pathlib import Path
@@ -219,3 +220,45 @@ def test_the_gateway_refuses_a_partition_count_the_cells_did_not_boot_with(tmp_p
                      extra="").start()
     assert gw.wait(30) == 2
     assert "partition_count = 2, but partition 0 was booted with MATCHING_PARTITION_COUNT=3" in gw.output()
+
+
+def cpus_allowed(pid: int) -> dict[str, str]:
+    """Each thread of ``pid`` (by its id) and the CPUs it may run on (Linux's Cpus_allowed_list)."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except FileNotFoundError:  # a thread that ended meanwhile
+            continue
+        out[task.name] = next(line.split()[1] for line in status.splitlines() if line.startswith("Cpus_allowed_list"))
+    return out
+
+
+def test_cpu_affinity_auto_keeps_every_gateway_thread_on_one_cpu(tmp_path: Path, valkey: ValkeyProcess) -> None:
+    """``cpu_affinity = "auto"``: every thread of the gateway — the ones it had at start and the
+    ones made later (QuickFIX's for a connection, the intake's, the dispatcher's) — runs on the
+    first CPU this process may use."""
+    first = min(os.sched_getaffinity(0))
+    gw = GatewayProc(tmp_path, valkey.url, fix_port=free_port(), gateway_lines='cpu_affinity = "auto"').start()
+    client = FixClient(tmp_path, gw.fix_port)
+    try:
+        gw.wait_active()
+        client.start()
+        client.wait_for(lambda: client.logons == 1, "logon")
+        orders_round_trip(client, 3, "P")  # the connection's thread and the intake's are running now
+        assert gw.proc is not None
+        threads = cpus_allowed(gw.proc.pid)
+        assert len(threads) > 3, threads
+        assert set(threads.values()) == {str(first)}, threads
+        assert "gateway threads pinned to CPU" in gw.output()
+    finally:
+        client.stop()
+        gw.stop()
+
+
+def test_a_cpu_affinity_the_process_may_not_use_stops_the_gateway_with_the_reason(tmp_path: Path,
+                                                                                  valkey: ValkeyProcess) -> None:
+    allowed = sorted(os.sched_getaffinity(0))
+    gw = GatewayProc(tmp_path, valkey.url, fix_port=free_port(), gateway_lines="cpu_affinity = [4095]").start()
+    assert gw.wait(30) == 2
+    assert f"[gateway] cpu_affinity [4095]: this process may only run on CPUs {allowed}" in gw.output()

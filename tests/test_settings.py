@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -130,3 +132,25 @@ def test_batch_linger_pauses_only_after_a_small_batch_and_is_bounded(monkeypatch
     monkeypatch.setenv("MATCHING_BATCH_LINGER_MS", "250")
     with pytest.raises(ConfigError, match="MATCHING_BATCH_LINGER_MS"):
         load_cell_settings()
+
+
+def test_cpu_affinity_is_auto_a_list_of_cpus_or_nothing() -> None:
+    """``[gateway] cpu_affinity`` (fixgw/affinity.py): "auto" is the first CPU this process may
+    use, a list names CPUs, [] (the default) pins nothing; anything else is refused with the
+    setting's name, and a CPU the process may not use with the ones it may."""
+    from pydantic import ValidationError
+
+    from fixgw.affinity import cpus_for
+    from fixgw.config import GatewaySettings
+
+    session = [{"name": "C"}]
+    allowed = os.sched_getaffinity(0)
+    assert GatewaySettings(session=session).cpu_affinity == []
+    assert cpus_for(GatewaySettings(session=session).cpu_affinity) == set()
+    assert cpus_for(GatewaySettings(session=session, cpu_affinity="auto").cpu_affinity) == {min(allowed)}
+    assert cpus_for(GatewaySettings(session=session, cpu_affinity=sorted(allowed)).cpu_affinity) == allowed
+    for bad, message in (("all", "cpu_affinity"), ([-1], "cpu_affinity"), ([0, 0], "names a CPU twice")):
+        with pytest.raises(ValidationError, match=message):
+            GatewaySettings(session=session, cpu_affinity=bad)
+    with pytest.raises(ConfigError, match=re.escape(f"cpu_affinity [4095]: this process may only run on CPUs {sorted(allowed)}")):
+        cpus_for([4095])
