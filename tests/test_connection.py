@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import redis
@@ -83,6 +84,27 @@ def first_report(session: RawSession) -> bytes:
             return message
 
 
+def thread_cpus(pid: int) -> list[set[int]]:
+    """The CPUs each thread of ``pid`` may run on."""
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(ProcessLookupError, FileNotFoundError):  # a thread that ended meanwhile
+            out.append(os.sched_getaffinity(int(task.name)))
+    return out
+
+
+def children(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (from /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(stat[1]) == pid and stat[0] != "Z":
+                    out.append(int(entry.name))
+    return out
+
+
 def test_fixgw_up_starts_everything_and_stops_cleanly_on_ctrl_c(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from sessionstore.embedded import free_port
 
@@ -115,6 +137,19 @@ def test_fixgw_up_starts_everything_and_stops_cleanly_on_ctrl_c(tmp_path) -> Non
             assert b"\x0111=UP-1\x01" in report and b"\x01150=0\x01" in report
         store = redis.Redis.from_url(url)
         assert [store.xlen(PartitionKeys(p).events) for p in (0, 1)] == [0, 0]
+        # config/fixgw.toml pins the gateway's threads (cpu_affinity = "auto"), not its cells,
+        # nor a cell its supervisor starts again (made by one of the pinned threads).
+        allowed = os.sched_getaffinity(0)
+        assert {frozenset(cpus) for cpus in thread_cpus(proc.pid)} == {frozenset({min(allowed)})}
+        cells = [pid for pid in children(proc.pid) if b"matching" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(cells) == 4 and all(os.sched_getaffinity(pid) == allowed for pid in cells)
+        os.kill(cells[0], signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while not (again := [pid for pid in children(proc.pid) if pid not in cells
+                             and b"matching" in Path(f"/proc/{pid}/cmdline").read_bytes()]):
+            assert time.monotonic() < deadline, "the supervisor did not start the cell again"
+            time.sleep(0.2)
+        assert os.sched_getaffinity(again[0]) == allowed
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
         with pytest.raises(redis.ConnectionError):
