@@ -11,7 +11,7 @@ import functools
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from matching.linger import MAX_LINGER_S
 from sessionstore.keys import SessionKey
@@ -220,9 +220,13 @@ class GatewaySettings(BaseModel):
     callback_stall_limit: Duration = "10s"  # type: ignore[assignment]
     # a connection that holds a session this long without logging on is dropped
     logon_timeout: Duration = "10s"  # type: ignore[assignment]
-    # After a cycle of the intake or the dispatcher that handled more than one entry but less
-    # than a full batch, pause this long so the next batch grows (matching/linger.py); 0ms: never.
+    # After an intake cycle that handled more than one request but less than a full batch, pause
+    # this long so the next batch grows (matching/linger.py); 0ms: never.
     batch_linger: Duration = "1ms"  # type: ignore[assignment]
+    # The same for the event dispatcher. None by default: its events come in the cells'
+    # commits, grouped already, and a pause there only held reports back (session 14: at
+    # 2,000 orders/s p50 5.6 → 4.0 ms for 7% more CPU an order; at 500/s p50 1.79 → 1.43 ms).
+    dispatch_linger: Duration = "0ms"  # type: ignore[assignment]
     # The CPUs every thread of the gateway runs on (``affinity.pin_threads``): "auto" = the
     # first CPU this process may use; a list of CPU numbers; [] = wherever the OS puts them.
     # The gateway's threads share one GIL, so they never run Python on two CPUs at once; kept
@@ -237,12 +241,12 @@ class GatewaySettings(BaseModel):
             raise ValueError(f"cpu_affinity {value} names a CPU twice")
         return value
 
-    @field_validator("batch_linger")
+    @field_validator("batch_linger", "dispatch_linger")
     @classmethod
-    def _short_linger(cls, value: float) -> float:
+    def _short_linger(cls, value: float, info: ValidationInfo) -> float:
         if value > MAX_LINGER_S:
-            raise ValueError(f"batch_linger {value * 1000:g}ms is longer than {MAX_LINGER_S * 1000:g}ms: it pauses "
-                             "the order path after every small batch (write e.g. 1ms, or 0ms for none)")
+            raise ValueError(f"{info.field_name} {value * 1000:g}ms is longer than {MAX_LINGER_S * 1000:g}ms: it "
+                             "pauses the order path after every small batch (write e.g. 1ms, or 0ms for none)")
         return value
 
     @model_validator(mode="after")

@@ -111,7 +111,7 @@ class Dispatcher(threading.Thread):
         self._next_parked_pass = 0.0
         self.client: RedisClient = context.client
         self.batch = context.store_settings.dispatchBatchSize
-        self.linger = Linger(context.settings.batch_linger, self.batch)  # (after a small batch: matching/linger.py)
+        self.linger = Linger(context.settings.dispatch_linger, self.batch)  # (after a small batch: matching/linger.py)
         ns = context.namespace
         self.streams = {GatewayKey(ns, kind).inbox_stream: kind for kind in context.settings.kinds()}
         self.sessions = {str(cfg.key(ns)): cfg for cfg in context.settings.session}
