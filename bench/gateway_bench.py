@@ -8,6 +8,9 @@ order costs one outbound message. The client is a separate process that logs on,
 
     .venv/bin/python bench/gateway_bench.py [--orders 5000] [--sessions 1]
 
+Both acceptors keep their threads on one CPU, as ``fixgw up`` runs the gateway (``cpu_affinity =
+"auto"``); one more row shows the gateway with its threads left to the OS.
+
 ``--sessions N``: N sessions on each acceptor, a client process each, sending ``--orders / N``
 each at the same moment; the rate is every echo over the slowest client's time (the gateway's
 group commits of a cycle go in one round trip for every session).
@@ -41,6 +44,9 @@ def session_names(count: int) -> list[str]:
 def serve_memory(port: int, sessions: int) -> None:
     """The baseline acceptor: the same behaviour, QuickFIX's MemoryStore, no Redis."""
     tune_gc()  # the same process tuning as the gateway's (fixgw gateway)
+    from fixgw.affinity import cpus_for, pin_threads
+
+    pin_threads(cpus_for("auto"))  # and its threads on one CPU, as the gateway's (PINNED)
     import quickfix as fix
 
     from fixgw.at import AcceptanceBehaviour
@@ -82,6 +88,9 @@ def serve_memory(port: int, sessions: int) -> None:
 # five stalled outright (the acceptor blocked in send(), the client waiting 30 s for an echo).
 # In writes of 50 (a client pipelining what it has queued): no segment pruned in 15 runs.
 PIPELINE = 50
+# Both acceptors' threads on one CPU, as `fixgw up` runs the gateway (fixgw/affinity.py); the last
+# row shows the gateway with its threads left to the OS.
+PINNED = 'cpu_affinity = "auto"'
 
 
 def client(port: int, orders: int, name: str, go_at: float) -> None:
@@ -177,15 +186,17 @@ def main() -> None:
     finally:
         mem.terminate()
     rows = []
-    for fsync in ("everysec", "always"):
+    for fsync, pinned in (("everysec", True), ("always", True), ("everysec", False)):
         with standalone(aof=True, appendfsync=fsync) as server:
-            gw = GatewayProc(tmp, server.url, name=f"gw-{fsync}", fix_port=free_port(), mode="at",
+            gw = GatewayProc(tmp, server.url, name=f"gw-{fsync}-{pinned}", fix_port=free_port(), mode="at",
                              lock_ttl="10s", renewal="2s", extra="message_log = false",
+                             gateway_lines=PINNED if pinned else "",
                              sessions="".join(f'[[gateway.session]]\nname = "{n}"\n'
                                               for n in session_names(args.sessions)))
             gw.start().wait_active(60)
             try:
-                rows.append((f"redis store, appendfsync={fsync}", run_clients(gw.fix_port, args.orders, args.sessions)))
+                name = f"redis store, appendfsync={fsync}" + ("" if pinned else ", threads not pinned")
+                rows.append((name, run_clients(gw.fix_port, args.orders, args.sessions)))
             finally:
                 gw.stop()
     with standalone() as server:
@@ -193,11 +204,11 @@ def main() -> None:
                      for ttl, renewal in (("2s", "500ms"), ("5s", "1s"))]
     n = args.orders // args.sessions * args.sessions
     print(f"\n{n} NewOrderSingle in, {n} echoes out; {args.sessions} session(s), a client process each\n")
-    print(f"{'acceptor':40} {'out msg/s':>10} {'vs memory':>10} {'added µs/msg':>13}")
-    print(f"{'QuickFIX MemoryStore (baseline)':40} {memory_rate:10.0f} {'1.00x':>10} {'-':>13}")
+    print(f"{'acceptor':54} {'out msg/s':>10} {'vs memory':>10} {'added µs/msg':>13}")
+    print(f"{'QuickFIX MemoryStore (baseline)':54} {memory_rate:10.0f} {'1.00x':>10} {'-':>13}")
     for name, rate in rows:
         added = (1 / rate - 1 / memory_rate) * 1e6
-        print(f"{name:40} {rate:10.0f} {rate / memory_rate:9.2f}x {added:13.0f}")
+        print(f"{name:54} {rate:10.0f} {rate / memory_rate:9.2f}x {added:13.0f}")
     print("\nadded µs/msg: what the Redis store adds per echo (group commits of echoes, coalesced inbound numbers).")
     for ttl, secs in takeovers:
         print(f"takeover (SIGKILL → standby accepts a logon), lockTtl={ttl}: {secs:.2f} s")
