@@ -10,8 +10,9 @@ FIX over a socket. Two measurements each:
 Then, for the orders paced at ``--rate``, where their time went: the client's send and first
 report against the ids of each order's command entry and inbox event (``stages``).
 
-The gateway runs as ``fixgw up`` runs it, every thread on one CPU (``cpu_affinity = "auto"``);
-one more row shows it with its threads left to the OS, as the raw echo's are.
+The gateway runs as ``fixgw up`` runs it, every thread on one CPU (``cpu_affinity = "auto"``),
+and so does the raw echo (``gateway_bench.py``'s baseline acceptor); one more row shows the
+gateway with its threads left to the OS.
 
     .venv/bin/python bench/e2e_bench.py [--orders 2000] [--rate 2000] [--seconds 5]
 """
