@@ -6,7 +6,8 @@ bindings and every socket call. Spread over two CPUs, each hand-over wakes a thr
 other CPU, and the one that gave the GIL up waits there, its caches cooling. Measured on this
 project's 2-core machine at 2,000 orders/s (README, session 14): pinned to one CPU, the order
 path's p50 went from 7.3–7.8 to 5.3–5.5 ms and its p99 from 13–23 to 8.0–9.3 ms, for 5% less
-CPU an order, and the AT echo from 7.8–9.1k to 13.4–15.9k echoes/s. The OS scheduler cannot know this; a deployment can, so it is a setting.
+CPU an order, and the AT echo from 7.8–9.1k to 13.4–15.9k echoes/s. The OS scheduler cannot
+know this; a deployment can, so it is a setting.
 """
 
 from __future__ import annotations

@@ -223,10 +223,12 @@ class GatewaySettings(BaseModel):
     # After an intake cycle that handled more than one request but less than a full batch, pause
     # this long so the next batch grows (matching/linger.py); 0ms: never.
     batch_linger: Duration = "1ms"  # type: ignore[assignment]
-    # The same for the event dispatcher. None by default: its events come in the cells'
-    # commits, grouped already, and a pause there only held reports back (session 14: at
-    # 2,000 orders/s p50 5.6 → 4.0 ms for 7% more CPU an order; at 500/s p50 1.79 → 1.43 ms).
-    dispatch_linger: Duration = "0ms"  # type: ignore[assignment]
+    # The same for the event dispatcher. Its events come in the cells' commits, grouped
+    # already: with the gateway's threads on one CPU (cpu_affinity), no pause at all served
+    # better (session 14: at 2,000 orders/s p50 5.6 → 4.0 ms for 7% more CPU an order; at 500/s
+    # p50 1.79 → 1.43 ms), config/fixgw.toml sets 0ms; with the threads spread, the pause
+    # still paid (p50 7.3–7.8 ms with it, 8.1–8.8 without).
+    dispatch_linger: Duration = "1ms"  # type: ignore[assignment]
     # The CPUs every thread of the gateway runs on (``affinity.pin_threads``): "auto" = the
     # first CPU this process may use; a list of CPU numbers; [] = wherever the OS puts them.
     # The gateway's threads share one GIL, so they never run Python on two CPUs at once; kept

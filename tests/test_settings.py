@@ -125,9 +125,9 @@ def test_batch_linger_pauses_only_after_a_small_batch_and_is_bounded(monkeypatch
     assert GatewaySettings(session=session, batch_linger="0ms").batch_linger == 0
     with pytest.raises(ValidationError, match="batch_linger 500ms is longer than 100ms"):
         GatewaySettings(session=session, batch_linger="500ms")
-    # the dispatcher's own: none by default (its events come grouped by the cells' commits)
-    assert GatewaySettings(session=session).dispatch_linger == 0
-    assert GatewaySettings(session=session, dispatch_linger="2ms").dispatch_linger == 0.002
+    # the dispatcher's own (config/fixgw.toml, pinned: none)
+    assert GatewaySettings(session=session).dispatch_linger == 0.001
+    assert GatewaySettings(session=session, dispatch_linger="0ms").dispatch_linger == 0
     with pytest.raises(ValidationError, match="dispatch_linger 500ms is longer than 100ms"):
         GatewaySettings(session=session, dispatch_linger="500ms")
     with pytest.raises(ValidationError, match="needs a unit"):
