@@ -56,7 +56,6 @@ PIPELINE = 50  # orders a write in the throughput run (bench/gateway_bench.py: P
 PINNED = 'cpu_affinity = "auto"\ndispatch_linger = "0ms"'
 
 
-
 def client(port: int, orders: int, rate: float, seconds: float) -> None:
     session = RawSession(port)
     send, conn = session.send, session.conn
@@ -250,12 +249,12 @@ def main() -> None:
         mid_before = all_cpu_seconds(procs)
         mid = measure(system.fix_port, args, rate=mid_rate, orders=200)
         mid["cpu_ms"] = 1000 * (all_cpu_seconds(procs) - mid_before) / (200 + mid["paced"])
-    # The same system with the drop copy on a gateway process of its own (README: the order
-    # path): the order-entry gateway's dispatcher no longer builds and sends the copies.
     # The same system with the gateway's defaults: its threads wherever the OS puts them, a linger.
     with running_system("fixgw-e2e-floating-") as (system, server):
         floating = measure(system.fix_port, args)
-    # The two gateways pinned apart: the order entry's to the first CPU, the drop copy's to the last.
+    # The same system with the drop copy on a gateway process of its own (README: the order
+    # path): the order-entry gateway's dispatcher no longer builds and sends the copies. The two
+    # gateways pinned apart: the order entry's to the first CPU, the drop copy's to the last.
     with running_system("fixgw-e2e-split-", sessions=ORDER_ENTRY_SESSIONS, drop_copy_sessions=DROP_COPY_SESSIONS,
                         gateway_lines=PINNED,
                         drop_copy_gateway_lines=f'cpu_affinity = [{max(os.sched_getaffinity(0))}]\ndispatch_linger = "0ms"'
