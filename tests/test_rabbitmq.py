@@ -33,10 +33,9 @@ from matching.keys import PartitionKeys
 from sessionstore.connection import connect
 from sessionstore.embedded import ValkeyProcess, standalone
 from sessionstore.settings import RedisEndpoint
-from tests.cell_helpers import projected, stream_events
-from tests.flows import TEST_INSTRUMENTS, random_flow
+from tests.cell_helpers import p0_flow, projected, reference_events, stream_events
+from tests.flows import TEST_INSTRUMENTS
 from tests.gateway_helpers import ROOT
-from tests.reference_matcher import ReferenceMatcher
 from tests.system_helpers import (
     Broker,
     CellProc,
@@ -115,11 +114,6 @@ max_price = "{i.max_price}"
     return path
 
 
-def reference_events(flow: list[Command]) -> list[tuple]:
-    ref = ReferenceMatcher(TEST_INSTRUMENTS, "cancel-taker")
-    return [e for cmd in flow for e in ref.apply(cmd)]
-
-
 def test_command_queues_are_quorum_durable_and_single_active_consumer_at_the_broker(broker: Broker) -> None:
     link = AmqpLink(broker.full_url, "test-declare")
     link.connect()
@@ -136,7 +130,7 @@ def test_command_queues_are_quorum_durable_and_single_active_consumer_at_the_bro
 
 def test_a_killed_active_conductor_hands_the_queue_to_the_standby_and_no_command_is_lost_or_applied_twice(
         broker: Broker, tmp_path: Path) -> None:
-    flow = [c for c in random_flow(21, 3000) if c.partition == 0][:1200]
+    flow = p0_flow(21, 3000)[:1200]
     instruments = instruments_table(tmp_path)
     with standalone() as server:
         conductors = [subprocess.Popen([sys.executable, "-m", "matching", "conductor"],
@@ -176,7 +170,7 @@ def test_a_killed_active_conductor_hands_the_queue_to_the_standby_and_no_command
 
 def test_broker_connections_closed_mid_stream_lose_nothing_and_duplicate_nothing_the_inboxes_cannot_absorb(
         broker: Broker, tmp_path: Path) -> None:
-    flow = [c for c in random_flow(22, 3000) if c.partition == 0][:1000]
+    flow = p0_flow(22, 3000)[:1000]
     instruments = instruments_table(tmp_path)
     # A consumer of our own on the event exchange: what settlement or market data would see.
     watcher_link = AmqpLink(broker.full_url, "test-watcher")

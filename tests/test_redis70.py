@@ -17,10 +17,17 @@ import pytest
 from matching.conductor import BootRefused
 from sessionstore import FixedEpoch, OutboundRecord, SessionKey, SessionStore
 from sessionstore.settings import RedisEndpoint
-from tests.cell_helpers import cell_client, conductor, projected, run_until_idle, stream_events, submit_all
+from tests.cell_helpers import (
+    cell_client,
+    conductor,
+    p0_flow,
+    projected,
+    reference_events,
+    run_until_idle,
+    stream_events,
+    submit_all,
+)
 from tests.conftest import REDIS70_DB, SharedRedis, shared_redis_70
-from tests.flows import random_flow
-from tests.reference_matcher import ReferenceMatcher
 from tests.system_helpers import System, summary, wait_reports
 
 
@@ -42,14 +49,11 @@ def test_aof_replicated_is_refused_at_boot_because_redis_70_has_no_waitaof(redis
 
 
 def test_the_cell_matches_as_the_reference_does_on_redis_70(redis70: SharedRedis) -> None:
-    from tests.flows import TEST_INSTRUMENTS
-
     client = cell_client(RedisEndpoint(url=redis70.url))
-    flow = [c for c in random_flow(70, 1200) if c.partition == 0][:500]
+    flow = p0_flow(70, 1200)[:500]
     submit_all(client, flow)
     run_until_idle(conductor(client, batch_size=50))
-    ref = ReferenceMatcher(TEST_INSTRUMENTS, "cancel-taker")
-    assert projected(stream_events(client)) == [e for cmd in flow for e in ref.apply(cmd)]
+    assert projected(stream_events(client)) == reference_events(flow)
 
 
 def test_the_session_store_keeps_messages_and_fences_on_redis_70(redis70: SharedRedis) -> None:
