@@ -6,7 +6,8 @@ FIX over a socket. Two measurements each:
 - throughput: ``--orders`` sent as fast as the socket takes them, until every one has its
   first report back;
 - latency: orders paced at ``--rate`` per second for ``--seconds``; p50/p99 of send → first report;
-  for fixgw also at half the throughput it reached (below saturation) and at ``--low-rate``.
+  for fixgw also at half the throughput it reached (below saturation), and for both at ``--low-rate``
+  (the raw echo's figure there is the machine's floor for an order that wakes each process).
 Then, for the orders paced at ``--rate``, where their time went: the client's send and first
 report against the ids of each order's command entry and inbox event (``stages``).
 
@@ -231,10 +232,14 @@ def main() -> None:
     assert echo.stdout is not None and echo.stdout.readline().strip() == "ready"
     try:
         raw = measure(echo_port, args)
+        # The same unloaded rate as fixgw's latency-only row: the machine's floor for one order
+        # that wakes each process it crosses (rtt_bench.py measures the wake-up itself).
+        raw_low = measure(echo_port, args, rate=args.low_rate, orders=200)
     finally:
         echo.terminate()
     with running_system("fixgw-e2e-", gateway_lines=PINNED) as (system, server):
         procs = system_processes(system, server)
+        wait_idle(list(procs.values()))  # (the cells' start-up work is not an order's)
         low_before = all_cpu_seconds(procs)
         low = measure(system.fix_port, args, rate=args.low_rate, orders=200)  # before any backlog
         low["cpu_ms"] = 1000 * (all_cpu_seconds(procs) - low_before) / (200 + low["paced"])
@@ -287,8 +292,12 @@ def main() -> None:
           f"{mid['p50_ms']:8.2f} {mid['p99_ms']:8.2f} {mid['answered']:>5}/{mid['paced']}")
     print(f"{'fixgw at ' + format(args.low_rate, '.0f') + '/s (latency only)':44} {'':>9} {low['p50_ms']:8.2f} "
           f"{low['p99_ms']:8.2f} {low['answered']:>5}/{low['paced']}")
+    print(f"{'raw echo at ' + format(args.low_rate, '.0f') + '/s (latency only)':44} {'':>9} {raw_low['p50_ms']:8.2f} "
+          f"{raw_low['p99_ms']:8.2f} {raw_low['answered']:>5}/{raw_low['paced']}")
     print(f"\nthroughput ratio fixgw / raw echo = {ours['throughput'] / raw['throughput']:.2f}  (goal ≥ 0.15)")
     print(f"paced rate achieved: {ours['achieved_rate']:.0f}/s; p99 {ours['p99_ms']:.2f} ms (goal < 5 ms at 2,000/s)")
+    print(f"unloaded ({args.low_rate:.0f}/s): p50 {low['p50_ms']:.2f} ms (goal < 1 ms); the raw echo's own p50 at that "
+          f"rate: {raw_low['p50_ms']:.2f} ms")
     orders_total = args.orders + int(args.rate * args.seconds)
     print(f"\nWhere a paced order's time goes at {args.rate:.0f}/s ({len(split['total'])} orders matched "
           f"by ClOrdID; stream ids: ±1 ms):")
