@@ -53,9 +53,20 @@ log = logging.getLogger("fixgw.orders")
 
 INCORRECT_DATA_FORMAT = "6"  # SessionRejectReason
 
-# A ClOrdID's record (JSON: orderId, pairId, command, view), written with its claim.
+class ClOrdIDRecord(msgspec.Struct, frozen=True, rename={"order_id": "orderId", "pair_id": "pairId"}):
+    """What a ClOrdID's claim stores beside it (JSON, these keys, in this order): the order the
+    ClOrdID names, its instrument, the command it published (a PossDup resend of the request
+    publishes it again: same command id, never a second order) and the order's view when it
+    was claimed (read when the session's order views no longer hold one)."""
+
+    order_id: str
+    pair_id: int | None = None
+    command: str = ""  # matching.contracts.command_json
+    view: tr.OrderView | None = None
+
+
 RECORD_ENCODER = msgspec.json.Encoder()
-RECORD_DECODER = msgspec.json.Decoder(dict[str, Any])
+RECORD_DECODER = msgspec.json.Decoder(ClOrdIDRecord)
 
 
 def refusal_for(outcome: str, partition: int) -> tr.Refusal:
@@ -409,17 +420,17 @@ class OrderEntryBehaviour:
     def _reply(self, sid: fix.SessionID, msg_type: str, fields: list[tuple[int, str]]) -> None:
         fix.Session.sendToTarget(build(msg_type, fields), sid)
 
-    def _record(self, store: SessionStore, key: SessionKey, clordid: str) -> dict[str, Any] | None:
+    def _record(self, store: SessionStore, key: SessionKey, clordid: str) -> ClOrdIDRecord | None:
         raw = store.clordid_record(key, clordid)
         return RECORD_DECODER.decode(raw) if raw else None
 
-    def _view(self, store: SessionStore, key: SessionKey, record: dict[str, Any] | None) -> tr.OrderView | None:
+    def _view(self, store: SessionStore, key: SessionKey, record: ClOrdIDRecord | None) -> tr.OrderView | None:
         if record is None:
             return None
-        raw = store.order_views(key, [record["orderId"]])[0]
+        raw = store.order_views(key, [record.order_id])[0]
         if raw is not None:
             return tr.OrderView.from_json(raw)
-        return tr.OrderView.from_dict(record["view"]) if record.get("view") else None
+        return record.view
 
     def _new_order(self, r: OrderRequest) -> None:
         session, clordid, cfg = str(r.key), r.fields.get(11, ""), r.cfg
@@ -431,8 +442,7 @@ class OrderEntryBehaviour:
             return
         assert req.view is not None
         order_view = req.view
-        record = {"orderId": order_view.order_id, "pairId": req.command.pair_id,
-                  "command": command_json(req.command), "view": order_view}
+        record = ClOrdIDRecord(order_view.order_id, req.command.pair_id, command_json(req.command), order_view)
 
         def answer(outcome: str) -> None:
             if outcome == "resent":
@@ -449,19 +459,19 @@ class OrderEntryBehaviour:
         session, cfg = str(r.key), r.cfg
         response_to = "2" if replace else "1"
         clordid, orig = r.fields.get(11, ""), r.fields.get(41, "")
-        original: dict[str, Any] | None = None
+        original: ClOrdIDRecord | None = None
         view: tr.OrderView | None = None
         try:
             original = self._record(r.store, r.key, orig) if orig else None
             view = self._view(r.store, r.key, original)
-            pair = original["pairId"] if original else None
+            pair = original.pair_id if original else None
             if replace:
                 req = tr.replace_order(r.fields, view, pair, self.table, session, self.router.partition_count,
                                        incarnation())
             else:
                 req = tr.cancel_order(r.fields, view, pair, session, self.router.partition_count, incarnation())
         except tr.Refusal as refusal:
-            self._reply(r.sid, "9", tr.cancel_reject(original["orderId"] if original else "NONE", clordid, orig,
+            self._reply(r.sid, "9", tr.cancel_reject(original.order_id if original else "NONE", clordid, orig,
                                                      view.status if view else "8", response_to, refusal.reason,
                                                      refusal.text, cfg.begin_string))
             return
@@ -470,8 +480,7 @@ class OrderEntryBehaviour:
                                                      str(exc), cfg.begin_string))
             return
         assert view is not None and original is not None
-        record = {"orderId": view.order_id, "pairId": pair, "command": command_json(req.command),
-                  "view": view}
+        record = ClOrdIDRecord(view.order_id, pair, command_json(req.command), view)
         current = view
 
         def answer(outcome: str) -> None:
@@ -552,7 +561,7 @@ class Claim:
 
     request: OrderRequest
     clordid: str
-    record: dict[str, Any]
+    record: ClOrdIDRecord
     command: Command
     answer: Any  # (outcome: 'duplicate' | 'resent' | 'unavailable' | 'relocating') → None: the request's answer
     value: str = field(init=False)
@@ -602,9 +611,9 @@ class Claim:
             if not r.possdup:
                 return "duplicate"
             first = b._record(r.store, r.key, self.clordid)
-            if first is not None and first.get("command"):
+            if first is not None and first.command:
                 # Same command id: never a second order. Held if its datastore does not take it now.
-                b.held.defer(parse_command(first["command"], b.router.partition_count))
+                b.held.defer(parse_command(first.command, b.router.partition_count))
             return "resent"
         if not self.colocated:
             # Appended at the end of the intake's cycle with the cycle's other commands, or held
