@@ -17,6 +17,7 @@ from typing import Any
 import quickfix as fix
 
 from fixgw.demo import initiator_settings
+from fixgw.inputs import split_fields
 from sessionstore.embedded import free_port
 from tools.fixat import SOH, RawSession
 
@@ -240,9 +241,12 @@ class FixClient(fix.Application):  # type: ignore[misc]
         return fix.Session.lookupSession(self.sid)
 
 
+# One parser of ``tag=value`` fields for the gateway and its tests (fixgw.inputs.split_fields);
+# latin-1 maps each byte to one character and back, so values come back as the bytes sent.
 def fields(raw: str | bytes) -> list[tuple[str, str]]:
+    """A message's fields in wire order, tags as text."""
     text = raw.decode("latin-1") if isinstance(raw, bytes) else raw
-    return [tuple(f.split("=", 1)) for f in text.split("\x01") if f]  # type: ignore[misc]
+    return [(str(tag), value) for tag, value in split_fields(text)]
 
 
 def body_without(raw: str | bytes, drop: set[str]) -> list[tuple[str, str]]:
@@ -255,10 +259,8 @@ RawFixClient = RawSession  # the tests' name for it
 def parse(raw: bytes) -> dict[int, bytes]:
     """A received message's fields by tag (first occurrence), values as the bytes sent."""
     out: dict[int, bytes] = {}
-    for part in raw.split(SOH):
-        tag, sep, value = part.partition(b"=")
-        if sep and tag.isdigit():
-            out.setdefault(int(tag), value)
+    for tag, value in split_fields(raw.decode("latin-1")):
+        out.setdefault(tag, value.encode("latin-1"))
     return out
 
 
