@@ -53,6 +53,7 @@ log = logging.getLogger("fixgw.orders")
 
 INCORRECT_DATA_FORMAT = "6"  # SessionRejectReason
 
+
 class ClOrdIDRecord(msgspec.Struct, frozen=True, rename={"order_id": "orderId", "pair_id": "pairId"}):
     """What a ClOrdID's claim stores beside it (JSON, these keys, in this order): the order the
     ClOrdID names, its instrument, the command it published (a PossDup resend of the request
