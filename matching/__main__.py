@@ -161,8 +161,9 @@ def run_conductor(settings: CellSettings, target_url: str | None = None, also: l
     conductor = build_conductor(settings, direct_inboxes(settings, target_url, also or [], configured))
     check_credentials(conductor.client, settings.endpoint(), "matching (REDIS_USERNAME, REDIS_PASSWORD_ENV)")
     conductor.boot()
-    if conductor.source is not None:  # a standby's consumer waits: single active consumer
-        conductor.source.restart()
+    # A broker source is consumed only while the lease is held (``Conductor._step_from_source``):
+    # subscribed at start, a standby's consumer could be the one the broker makes active, and
+    # the lease holder's would wait behind it for good.
     control = connect(settings.endpoint(), client_name=f"conductor-p{conductor.partition}-http")
     http = CellHttp(settings.http_port, conductor.metrics.registry, conductor.ready,
                     lambda pair: reconcile(control, conductor.keys, pair)).start()

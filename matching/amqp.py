@@ -335,9 +335,11 @@ class QueueConsumer:
 
 
 class AmqpCommandSource(QueueConsumer):
-    """The conductor's side: the partition's quorum queue under single-active-consumer (a
-    standby's consumer waits; the broker hands it the queue, unacknowledged deliveries first,
-    when the active one's channel closes). Acknowledged after the commit and its durability."""
+    """The conductor's side: the partition's quorum queue, consumed only while the conductor
+    holds the partition's lease (the lease says who writes; the broker's single active consumer
+    only keeps two consumers from both receiving). A new holder subscribes and the broker hands
+    it what the old one left unacknowledged first, in order, once the old one's channel is gone.
+    Acknowledged after the commit and its durability."""
 
     def __init__(self, link: AmqpLink, partition: int, prefetch: int) -> None:
         async def declare(channel: aio_pika.abc.AbstractChannel) -> aio_pika.abc.AbstractQueue:

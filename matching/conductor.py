@@ -322,7 +322,7 @@ class Conductor:
 
     def release(self) -> None:
         if self.source is not None:
-            self.source.stop()  # first: the standby's consumer gets the queue as the lease goes
+            self.source.stop()  # first: the broker hands what we held to the next lease holder
         self.lease.release()
         self.cell = None
         self._next_batch = None

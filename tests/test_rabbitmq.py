@@ -52,8 +52,10 @@ HOST, PORT = "127.0.0.1", 5672
 REQUIRED = os.environ.get("FIXGW_REQUIRE_RABBITMQ") == "1"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def broker() -> Iterator[Broker]:
+    """A virtual host of its own for each test: what one test leaves in a queue (a failure's
+    unprocessed commands) is never consumed by the next."""
     missing = broker_missing(HOST, PORT)
     if missing:
         if REQUIRED:
@@ -166,6 +168,43 @@ def test_a_killed_active_conductor_hands_the_queue_to_the_standby_and_no_command
             for c in conductors:
                 c.kill()
                 c.wait(10)
+
+
+def test_the_lease_holder_consumes_even_when_a_standby_conductor_started_first(broker: Broker, tmp_path: Path) -> None:
+    """The lease says which conductor writes a partition, and only the lease holder subscribes
+    to its queue. A standby that subscribed at start could be the consumer the broker makes
+    active (single active consumer): frozen or merely waiting for the lease, it would hold every
+    command while the lease holder's consumer waited behind it for good — seen as the active
+    conductor processing nothing when the two started in the other order."""
+    flow = p0_flow(23, 3000)[:200]
+    instruments = instruments_table(tmp_path)
+    with standalone() as server:
+        lease = PartitionKeys(0).conductor_lease
+        server.client().set(lease, "test:0:someone-else", px=120_000)  # both start as standbys
+
+        def start(name: str) -> subprocess.Popen[bytes]:
+            log = tmp_path / f"{name}.log"
+            proc = subprocess.Popen([sys.executable, "-m", "matching", "conductor"],
+                                    env=cell_env(server, broker, 0, instruments), stdout=open(log, "wb"),
+                                    stderr=subprocess.STDOUT)
+            wait_for(lambda: b"matching: conductor p0" in log.read_bytes(), 30, f"{name} started")
+            return proc
+
+        first = start("first")  # up (and, before the fix, subscribed) before the second starts
+        second = start("second")
+        try:
+            first.send_signal(signal.SIGSTOP)  # alive to the broker, but it cannot take the lease
+            server.client().delete(lease)
+            wait_for(lambda: f":{second.pid}:" in (server.client().get(lease) or b"").decode(), 30,
+                     "the second conductor to take the lease")
+            publish_all(broker, flow)
+            wait_for(lambda: processed(server) == len({c.command_id for c in flow}), 60,
+                     "the lease holder to process every command")
+        finally:
+            first.send_signal(signal.SIGCONT)
+            for proc in (first, second):
+                proc.kill()
+                proc.wait(10)
 
 
 def test_broker_connections_closed_mid_stream_lose_nothing_and_duplicate_nothing_the_inboxes_cannot_absorb(
