@@ -57,6 +57,7 @@ class DemoClient(fix.Application):
         self.reports: list[dict[int, str]] = []
         self.cond = threading.Condition()
         self.logged_on = False
+        directory.mkdir(parents=True, exist_ok=True)
         settings = initiator_settings(directory / f"{sender}.cfg", host, port, self.sid, directory / sender,
                                       reset_on_logon)
         self.initiator = fix.SocketInitiator(self, fix.FileStoreFactory(settings), settings)

@@ -16,7 +16,7 @@ from typing import Any
 
 import quickfix as fix
 
-from fixgw.demo import initiator_settings
+from fixgw.demo import DemoClient
 from fixgw.inputs import split_fields
 from sessionstore.embedded import free_port
 from tools.fixat import SOH, RawSession
@@ -154,75 +154,52 @@ maxAttempts = 2
                 self.kill()
 
 
-class FixClient(fix.Application):  # type: ignore[misc]
-    """A real QuickFIX initiator that records what it receives."""
+class FixClient(DemoClient):
+    """The demo's QuickFIX initiator (``fixgw.demo.DemoClient``), without ResetOnLogon (the tests
+    follow sequence numbers across reconnects), also keeping every application message by its
+    MsgSeqNum and every admin message, and counting logons and logouts."""
 
     def __init__(self, tmp: Path, port: int, target: str = "FIXGW", sender: str = "CLIENT1",
                  begin: str = "FIX.4.4") -> None:
-        super().__init__()
-        self.sid = fix.SessionID(begin, sender, target)
         self.app_messages: dict[int, str] = {}
         self.admin_in: list[str] = []
         self.logons = 0
         self.logouts = 0
-        self._cond = threading.Condition()
-        self.settings = initiator_settings(tmp / f"client-{sender}.cfg", "127.0.0.1", port, self.sid,
-                                           tmp / ("client-store-" + sender))
-        self.initiator = fix.SocketInitiator(self, fix.FileStoreFactory(self.settings), self.settings)
+        super().__init__(tmp / "clients", "127.0.0.1", port, sender, target, begin, reset_on_logon=False)
 
     # callbacks
-    def onCreate(self, sid: fix.SessionID) -> None:  # noqa: N802
-        return None
-
     def onLogon(self, sid: fix.SessionID) -> None:  # noqa: N802
-        with self._cond:
+        with self.cond:  # (reentrant: counted before the demo's onLogon wakes the waiters)
             self.logons += 1
-            self._cond.notify_all()
+            super().onLogon(sid)
 
     def onLogout(self, sid: fix.SessionID) -> None:  # noqa: N802
-        with self._cond:
+        with self.cond:
             self.logouts += 1
-            self._cond.notify_all()
-
-    def toAdmin(self, m: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
-        return None
-
-    def toApp(self, m: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
-        return None
+            self.cond.notify_all()
 
     def fromAdmin(self, m: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
-        with self._cond:
+        with self.cond:
             self.admin_in.append(m.toString())
-            self._cond.notify_all()
+            self.cond.notify_all()
 
     def fromApp(self, m: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
-        with self._cond:
+        with self.cond:
             self.app_messages[int(m.getHeader().getField(34))] = m.toString()
-            self._cond.notify_all()
+            self.cond.notify_all()
 
     # driving
     def start(self) -> FixClient:
+        assert self.initiator is not None
         self.initiator.start()
         return self
 
     def stop(self) -> None:
-        """Stop and destroy the initiator: QuickFIX keeps a process-wide registry of sessions,
-        and a stopped-but-alive session with the same ID would swallow the next client's sends."""
-        if self.initiator is not None:
-            self.initiator.stop()
-            self.initiator = None
-            import gc
-
-            gc.collect()
+        self.close()
 
     def wait_for(self, condition: Any, what: str, timeout: float = 15.0) -> None:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not condition():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"timed out waiting for {what}")
-                self._cond.wait(left)
+        if not self.wait(condition, timeout):
+            raise AssertionError(f"timed out waiting for {what}")
 
     def send_order(self, clordid: str, symbol: str = "ACME") -> bool:
         m = fix.Message()
