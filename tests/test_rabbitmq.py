@@ -182,17 +182,19 @@ def test_the_lease_holder_consumes_even_when_a_standby_conductor_started_first(b
         lease = PartitionKeys(0).conductor_lease
         server.client().set(lease, "test:0:someone-else", px=120_000)  # both start as standbys
 
+        started: list[subprocess.Popen[bytes]] = []
+
         def start(name: str) -> subprocess.Popen[bytes]:
             log = tmp_path / f"{name}.log"
-            proc = subprocess.Popen([sys.executable, "-m", "matching", "conductor"],
-                                    env=cell_env(server, broker, 0, instruments), stdout=open(log, "wb"),
-                                    stderr=subprocess.STDOUT)
+            started.append(subprocess.Popen([sys.executable, "-m", "matching", "conductor"],
+                                            env=cell_env(server, broker, 0, instruments), stdout=open(log, "wb"),
+                                            stderr=subprocess.STDOUT))
             wait_for(lambda: b"matching: conductor p0" in log.read_bytes(), 30, f"{name} started")
-            return proc
+            return started[-1]
 
-        first = start("first")  # up (and, before the fix, subscribed) before the second starts
-        second = start("second")
         try:
+            first = start("first")  # up (and, before the fix, subscribed) before the second starts
+            second = start("second")
             first.send_signal(signal.SIGSTOP)  # alive to the broker, but it cannot take the lease
             server.client().delete(lease)
             wait_for(lambda: f":{second.pid}:" in (server.client().get(lease) or b"").decode(), 30,
@@ -201,8 +203,8 @@ def test_the_lease_holder_consumes_even_when_a_standby_conductor_started_first(b
             wait_for(lambda: processed(server) == len({c.command_id for c in flow}), 60,
                      "the lease holder to process every command")
         finally:
-            first.send_signal(signal.SIGCONT)
-            for proc in (first, second):
+            for proc in started:
+                proc.send_signal(signal.SIGCONT)
                 proc.kill()
                 proc.wait(10)
 
