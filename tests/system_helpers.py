@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import aio_pika
+
 from fixgw.demo import DemoClient
 from sessionstore.embedded import ValkeyProcess, free_port, standalone
 from tests.gateway_helpers import ROOT, GatewayProc
@@ -99,10 +101,11 @@ def rabbitmq_vhost(prefix: str) -> Iterator[Broker]:
     import uuid
 
     vhost = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    broker = Broker(f"amqp://guest@127.0.0.1:5672/{vhost}", "guest")
     rabbitmqctl("add_vhost", vhost)
     try:
         rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
-        yield Broker(f"amqp://guest@127.0.0.1:5672/{vhost}", "guest")
+        yield broker
     finally:
         # A queue left with thousands of messages (a benchmark's backlog) would keep the
         # broker busy deleting it for minutes after ``delete_vhost`` returns, and slow every
@@ -111,15 +114,13 @@ def rabbitmq_vhost(prefix: str) -> Iterator[Broker]:
         try:
             names = rabbitmqctl("list_queues", "-p", vhost, "-q", "--no-table-headers", "name").split()
             if names:
-                asyncio.run(purge_queues(f"amqp://guest:guest@127.0.0.1:5672/{vhost}", names))
+                asyncio.run(purge_queues(broker.full_url, names))
         except Exception as exc:  # noqa: BLE001 (the vhost goes whatever happened to its queues)
             print(f"rabbitmq_vhost: queues of {vhost} not emptied before deletion: {exc}", file=sys.stderr)
         rabbitmqctl("delete_vhost", vhost)
 
 
 async def purge_queues(url: str, names: list[str]) -> None:
-    import aio_pika
-
     connection = await aio_pika.connect(url)
     async with connection:
         channel = await connection.channel()
