@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -18,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from matching.config import tune_gc
-from sessionstore.embedded import standalone
+from sessionstore.embedded import ValkeyProcess, standalone
 from sessionstore.keys import GatewayKey
 from sessionstore.settings import ConfigError, read_toml
+
+from .affinity import cpus_for, datastore_cpus, valkey_cpu_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = ROOT / "config" / "fixgw.toml"
@@ -28,12 +31,37 @@ DEFAULT_CONFIG = ROOT / "config" / "fixgw.toml"
 log = logging.getLogger("fixgw")
 
 
+# Valkey's default (64mb) suits a quiet server. This one writes ~6.6 KB of AOF an order
+# (bench/e2e_bench.py prints it): at 2,000 orders/s it reached 64 MB within 5 s, and each rewrite
+# forks a child that takes a core for a fraction of a second — on 2 cores the order path's p99
+# went from 3.1–3.3 to 4.8–7.2 ms in a 5 s window with one (README, Benchmarks, session 16).
+# Bigger costs replay time after a crash: an AOF of 195 MB loaded in 0.5 s here.
+AOF_REWRITE_MIN_SIZE = "512mb"
+_SIZE = re.compile(r"[1-9][0-9]*(?:[kmg]b)?", re.IGNORECASE)
+
+
 def _embedded_settings(config: dict[str, Any]) -> dict[str, Any]:
     table = dict(config.get("embedded", {}))
-    unknown = set(table) - {"port", "aof", "appendfsync", "data_dir"}
+    unknown = set(table) - {"port", "aof", "appendfsync", "data_dir", "aof_rewrite_min_size"}
     if unknown:
         raise ConfigError(f"[embedded] {', '.join(sorted(unknown))}: unknown setting")
+    size = table.get("aof_rewrite_min_size", AOF_REWRITE_MIN_SIZE)
+    if not isinstance(size, str) or not _SIZE.fullmatch(size):
+        raise ConfigError(f"[embedded] aof_rewrite_min_size {size!r}: a size such as \"512mb\" "
+                          "(bytes, or kb / mb / gb)")
     return table
+
+
+def embedded_server(config: dict[str, Any], gateway_cpus: set[int], *, data_dir: Path | None = None,
+                    port: int | None = None) -> ValkeyProcess:
+    """The Valkey that ``fixgw up`` starts (not started), from the config's ``[embedded]`` table:
+    AOF as it says, on the CPUs the gateway's ``gateway_cpus`` leave (``affinity.datastore_cpus``).
+    ``data_dir`` / ``port``: as given (None: a temporary directory, a free port)."""
+    emb = _embedded_settings(config)
+    return standalone(aof=bool(emb.get("aof", True)), appendfsync=emb.get("appendfsync", "everysec"),
+                      data_dir=data_dir, port=port, name="fixgw",
+                      **{"auto-aof-rewrite-min-size": emb.get("aof_rewrite_min_size", AOF_REWRITE_MIN_SIZE),
+                         **valkey_cpu_settings(datastore_cpus(gateway_cpus))})
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -59,8 +87,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir or emb.get("data_dir", "var/valkey"))
     port = args.port if args.port is not None else int(emb.get("port", 6479))
     aof = bool(emb.get("aof", True))
-    server = standalone(aof=aof, appendfsync=emb.get("appendfsync", "everysec"), data_dir=data_dir,
-                        port=port or None, name="fixgw")
+    server = embedded_server(config, cpus_for(settings.cpu_affinity), data_dir=data_dir, port=port or None)
     server.start()
     children: list[subprocess.Popen[bytes]] = []
     unpinned = os.sched_getaffinity(0)  # the cells' CPUs, whatever the gateway's cpu_affinity

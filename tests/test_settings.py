@@ -159,3 +159,32 @@ def test_cpu_affinity_is_auto_a_list_of_cpus_or_nothing() -> None:
             GatewaySettings(session=session, cpu_affinity=bad)
     with pytest.raises(ConfigError, match=re.escape(f"cpu_affinity [4095]: this process may only run on CPUs {sorted(allowed)}")):
         cpus_for([4095])
+
+
+def test_embedded_valkey_runs_beside_a_pinned_gateway_with_the_aof_rewrite_threshold_of_its_table(tmp_path: Path) -> None:
+    """``fixgw up``'s Valkey (``cli.embedded_server``): with the gateway pinned, its main and
+    I/O threads go on the CPUs the gateway leaves, and its forked children (AOF rewrite, RDB
+    save) may use any; ``[embedded] aof_rewrite_min_size`` is its auto-aof-rewrite-min-size
+    (default ``cli.AOF_REWRITE_MIN_SIZE``); a bad size is refused with the setting's name."""
+    from fixgw.cli import AOF_REWRITE_MIN_SIZE, _embedded_settings, embedded_server
+
+    allowed = os.sched_getaffinity(0)
+    gateway = {min(allowed)}
+    with embedded_server({"embedded": {"aof_rewrite_min_size": "300mb"}}, gateway, data_dir=tmp_path / "a") as server:
+        config = server.client().config_get("*")
+        assert config["auto-aof-rewrite-min-size"] == str(300 * 1024 * 1024)
+        assert config["appendonly"] == "yes" and config["appendfsync"] == "everysec"
+        anywhere = ",".join(map(str, sorted(allowed)))
+        if len(allowed) > 1:
+            rest = ",".join(map(str, sorted(allowed - gateway)))
+            assert (config["server-cpulist"], config["bio-cpulist"]) == (rest, rest)
+            assert os.sched_getaffinity(server.proc.pid) == allowed - gateway  # type: ignore[union-attr]
+            assert (config["aof-rewrite-cpulist"], config["bgsave-cpulist"]) == (anywhere, anywhere)
+    # Not pinned (or pinned to every CPU): Valkey is left to the OS, with the default threshold.
+    with embedded_server({}, set(), data_dir=tmp_path / "b") as server:
+        config = server.client().config_get("*")
+        assert config["server-cpulist"] == ""
+        assert config["auto-aof-rewrite-min-size"] == str(512 * 1024 * 1024) and AOF_REWRITE_MIN_SIZE == "512mb"
+    for bad in ("lots", "0mb", 64, "64 mb", "-1"):
+        with pytest.raises(ConfigError, match=re.escape(f"[embedded] aof_rewrite_min_size {bad!r}")):
+            _embedded_settings({"embedded": {"aof_rewrite_min_size": bad}})
