@@ -44,7 +44,8 @@ def datastore_cpus(gateway: set[int]) -> set[int]:
     Why: left to the OS, Valkey often runs on the gateway's CPU, and every round trip of the
     gateway then waits for the gateway's own thread to give that CPU up. Measured on this
     project's 2-core machine (README, Benchmarks, session 16), unloaded (100 orders/s) p50
-    0.93–0.96 → 0.82 ms, and 10% less CPU an order in the gateway and in Valkey."""
+    0.91–1.09 → 0.84–0.89 ms (3 alternating pairs), and less CPU an order: the gateway's 0.41–0.44 →
+    0.39–0.41 ms, Valkey's 0.21–0.29 → 0.19–0.21."""
     rest = os.sched_getaffinity(0) - gateway
     return rest if gateway and rest else set()
 

@@ -31,10 +31,10 @@ DEFAULT_CONFIG = ROOT / "config" / "fixgw.toml"
 log = logging.getLogger("fixgw")
 
 
-# Valkey's default (64mb) suits a quiet server. This one writes ~6.6 KB of AOF an order
+# Valkey's default (64mb) suits a quiet server. This one writes ~6.2–6.6 KB of AOF an order
 # (bench/e2e_bench.py prints it): at 2,000 orders/s it reached 64 MB within 5 s, and each rewrite
-# forks a child that takes a core for a fraction of a second — on 2 cores the order path's p99
-# went from 3.1–3.3 to 4.8–7.2 ms in a 5 s window with one (README, Benchmarks, session 16).
+# stalls the order path while Valkey forks and copies the pages it writes meanwhile — on 2 cores
+# the p99 went from 3.1–3.3 to 4.8–7.5 ms in a 5 s window with one (README, Benchmarks, session 16).
 # Bigger costs replay time after a crash: an AOF of 195 MB loaded in 0.5 s here.
 AOF_REWRITE_MIN_SIZE = "512mb"
 _SIZE = re.compile(r"[1-9][0-9]*(?:[kmg]b)?", re.IGNORECASE)
