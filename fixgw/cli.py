@@ -86,7 +86,6 @@ def cmd_up(args: argparse.Namespace) -> int:
             raise ConfigError(f"--transport rabbitmq: {exc}") from None
     data_dir = Path(args.data_dir or emb.get("data_dir", "var/valkey"))
     port = args.port if args.port is not None else int(emb.get("port", 6479))
-    aof = bool(emb.get("aof", True))
     server = embedded_server(config, cpus_for(settings.cpu_affinity), data_dir=data_dir, port=port or None)
     server.start()
     children: list[subprocess.Popen[bytes]] = []
@@ -94,7 +93,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     supervising = threading.Event()
     supervisor: threading.Thread | None = None
     try:
-        print(f"fixgw: embedded Valkey listening on {server.url} (AOF {'on' if aof else 'off'}, data in {data_dir})",
+        print(f"fixgw: embedded Valkey listening on {server.url} (AOF {'on' if server.config['appendonly'] == 'yes' else 'off'}, "
+              f"data in {data_dir})",
               flush=True)
         # Everything lives on the embedded Valkey: the session store and every partition.
         store_settings = store_settings.model_copy(update={"url": server.url, "nodes": [], "sentinels": [],

@@ -390,19 +390,19 @@ def wait_aof(send: Any, local: int, replicas: int, timeout_ms: int) -> tuple[int
 def durable_barrier(client: RedisClient, keys: PartitionKeys, local: int, replicas: int,
                     timeout_ms: int) -> tuple[int, int]:
     """Confirm that everything the partition's primary holds *now* is fsynced as the policy
-    asks: a write of our own, then WAITAOF on the same connection (WAITAOF covers a client's
-    own writes, and the replication stream is ordered, so our write's offset covers every
-    event written before it). Each slice repeats the write, as each may use a new connection."""
+    asks: a write of our own, then WAITAOF in slices (``wait_aof``), all on one connection
+    (WAITAOF covers a client's own writes, and the replication stream is ordered, so our write's
+    offset covers every event written before it).
+
+    One write, not one per slice: a replica answers each GETACK before it fsyncs what came
+    with it, so a new write per slice moved the target every time and the answers never caught
+    up. Measured on Valkey 9.1 on a fast machine: 2 of 10 barriers confirmed within 300 ms that
+    way, 10 of 10 this way (and the outbox published nothing in aof-replicated mode for 15 s)."""
     node = node_for(client, keys)
     target = client.get_redis_connection(node) if node is not None else client  # type: ignore[union-attr]
-
-    def send(*waitaof: Any) -> Any:
-        pipe = target.pipeline(transaction=False)
-        pipe.set(keys.outbox_sync, time.time_ns())
-        pipe.execute_command(*waitaof)
-        return pipe.execute()[1]
-
-    return wait_aof(send, local, replicas, timeout_ms)
+    with checked_out(target) as conn:
+        command_on(conn, "SET", keys.outbox_sync, time.time_ns())
+        return wait_aof(partial(command_on, conn), local, replicas, timeout_ms)
 
 
 def node_for(client: RedisClient, keys: PartitionKeys) -> Any:
