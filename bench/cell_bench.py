@@ -87,11 +87,12 @@ def fill_events(client, n: int) -> None:  # type: ignore[no-untyped-def]
     pipe.execute()
 
 
-def outbox_rate(url: str, target_url: str, n: int) -> float:
+def outbox_rate(url: str, target_url: str, n: int, durability: str = "memory") -> float:
     cell, target = connect(RedisEndpoint(url=url)), connect(RedisEndpoint(url=target_url))
     cell.delete(KEYS.events)
     fill_events(cell, n)
-    return drain_rate(OutboxWorker(cell, cell, 0, RedisStreamsPublisher(target, lambda e: ["{fix/fsg}/inbox"])), n)
+    return drain_rate(OutboxWorker(cell, cell, 0, RedisStreamsPublisher(target, lambda e: ["{fix/fsg}/inbox"]),
+                                   durability=Durability.named(durability)), n)
 
 
 def drain_rate(w: OutboxWorker, n: int) -> float:
@@ -186,6 +187,8 @@ def main() -> None:
             _wait(lambda: replica.client().info("replication").get("master_link_status") == "up", "replica")
             durable = conductor_rate(primary.url, "aof-replicated", args.commands, args.batch)
             shape_aof = write_shape_rate(primary.url, True, min(shape_n, 300))
+            # (each published batch waits for its events to be on disk here and on the replica)
+            outbox_durable = outbox_rate(primary.url, primary.url, min(args.events, 5000), "aof-replicated")
         finally:
             replica.stop()
     with standalone() as cell, standalone() as gw:
@@ -208,6 +211,8 @@ def main() -> None:
           f"{durable / shape_aof:6.2f}x")
     print(f"{'outbox events (vs one-at-a-time publish + ack)':46} {outbox:10.0f} {unbatched:11.0f} "
           f"{outbox / unbatched:6.2f}x")
+    print(f"{'outbox events, aof-replicated (vs memory)':46} {outbox_durable:10.0f} {outbox:11.0f} "
+          f"{outbox_durable / outbox:6.2f}x")
     if amqp_url is not None:
         print(f"{'matching, memory, commands from RabbitMQ':46} {memory_amqp:10.0f} {memory:11.0f} "
               f"{memory_amqp / memory:6.2f}x  (baseline: the same from the Redis stream)")
