@@ -214,12 +214,10 @@ def running_system(prefix: str, gateway_cpus: Collection[int] = (), **options: A
             system.stop()
 
 
-def aof_rewrites(server: Any) -> int:
-    return int(server.client().info("persistence")["aof_rewrites"])
-
-
-def aof_bytes(server: Any) -> int:
-    return int(server.client().info("persistence")["aof_current_size"])
+def aof_state(server: Any) -> tuple[int, int]:
+    """Valkey's AOF rewrites so far, and its AOF's size in bytes."""
+    persistence = server.client().info("persistence")
+    return int(persistence["aof_rewrites"]), int(persistence["aof_current_size"])
 
 
 def all_cpu_seconds(procs: dict[str, int]) -> float:
@@ -266,11 +264,12 @@ def main() -> None:
         low = measure(system.fix_port, args, rate=args.low_rate, orders=200)  # before any backlog
         low["cpu_ms"] = 1000 * (all_cpu_seconds(procs) - low_before) / (200 + low["paced"])
         cpu_before = {name: cpu_seconds(pid) for name, pid in procs.items()}
-        rewrites, aof_before = aof_rewrites(server), aof_bytes(server)
+        rewrites_before, aof_before = aof_state(server)
         ours = measure(system.fix_port, args)
         cpu_used = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in procs.items()}
-        rewrites = aof_rewrites(server) - rewrites
-        aof_per_order = (aof_bytes(server) - aof_before) / (args.orders + ours["paced"]) if not rewrites else None
+        rewrites_after, aof_after = aof_state(server)
+        rewrites = rewrites_after - rewrites_before
+        aof_per_order = (aof_after - aof_before) / (args.orders + ours["paced"]) if not rewrites else None
         split = stages(server.client(), "e2e", ours["wall"])
         # Latency below saturation: paced at half the throughput just measured, once the
         # backlog of the saturated run is worked off.

@@ -397,7 +397,10 @@ def durable_barrier(client: RedisClient, keys: PartitionKeys, local: int, replic
     One write, not one per slice: a replica answers each GETACK before it fsyncs what came
     with it, so a new write per slice moved the target every time and the answers never caught
     up. Measured on Valkey 9.1 on a fast machine: 2 of 10 barriers confirmed within 300 ms that
-    way, 10 of 10 this way (and the outbox published nothing in aof-replicated mode for 15 s)."""
+    way, 10 of 10 this way (and the outbox published nothing in aof-replicated mode for 15 s).
+    The write goes in a round trip of its own: riding with the first slice, that slice was
+    answered before the replica's fsync too (bench/cell_bench.py's aof-replicated outbox row:
+    2,561–2,888 events/s that way, 5,244–10,716 this way, 4 runs each)."""
     node = node_for(client, keys)
     target = client.get_redis_connection(node) if node is not None else client  # type: ignore[union-attr]
     with checked_out(target) as conn:
