@@ -22,7 +22,8 @@ import quickfix as fix
 from matching.config import freeze_startup_objects
 from matching.http import CellHttp
 from matching.linger import Linger
-from sessionstore import DispatcherLock, GatewayKey, SessionKey, SessionStore, connect
+from sessionstore import DispatcherLock, GatewayKey, NotReplicated, SessionKey, SessionStore, StoreUnavailable, connect
+from sessionstore.availability import Availability
 from sessionstore.connection import check_credentials
 from sessionstore.settings import SessionStoreSettings
 
@@ -53,9 +54,16 @@ class Gateway:
                                  renewal=store_settings.lockRenewalInterval, on_lost=self._lost(kind))
             for kind in settings.kinds()
         }
+        # One view of the session store's availability for every caller: what /ready reports.
+        # A write the replicas did not acknowledge (replicaAcks) is held too: right after a
+        # promotion the new primary has no replica until the old one is back; replayed, the
+        # scripts recognise what already landed.
+        self.availability = Availability("session store", store_settings.failoverWait,
+                                         (StoreUnavailable, NotReplicated))
         self.stores = {kind: SessionStore(self.client, lock, on_write=self.metrics.store_write.observe,
                                           replica_acks=store_settings.replicaAcks,
-                                          replica_timeout_ms=int(store_settings.replicaAckTimeout * 1000))
+                                          replica_timeout_ms=int(store_settings.replicaAckTimeout * 1000),
+                                          availability=self.availability)
                        for kind, lock in self.locks.items()}
         self.acceptor: Any = None
         self.application: GatewayApplication | None = None
@@ -75,6 +83,7 @@ class Gateway:
         """Why this process is not serving: standby, a lost lock, a session thread stuck in a
         callback, or a behaviour part that died (e.g. the dispatcher). Empty when ready."""
         out = [] if self.active.is_set() else ["not active"]
+        out += self.availability.problems()
         out += [f"{kind} lock not held" for kind, lock in self.locks.items() if not lock.held]
         if self.application is not None:
             out += [f"callback stalled: {s}" for s in self.application.watch.stalled(self.settings.callback_stall_limit)]

@@ -58,12 +58,15 @@ class ClOrdIDRecord(msgspec.Struct, frozen=True, rename={"order_id": "orderId", 
     """What a ClOrdID's claim stores beside it (JSON, these keys, in this order): the order the
     ClOrdID names, its instrument, the command it published (a PossDup resend of the request
     publishes it again: same command id, never a second order) and the order's view when it
-    was claimed (read when the session's order views no longer hold one)."""
+    was claimed (read when the session's order views no longer hold one), and the inbound
+    MsgSeqNum of the request that claimed it: a claim replayed after its reply was lost (a
+    failover) finds its own record, not a duplicate's."""
 
     order_id: str
     pair_id: int | None = None
     command: str = ""  # matching.contracts.command_json
     view: tr.OrderView | None = None
+    request: str = ""
 
 
 RECORD_ENCODER = msgspec.json.Encoder()
@@ -443,7 +446,8 @@ class OrderEntryBehaviour:
             return
         assert req.view is not None
         order_view = req.view
-        record = ClOrdIDRecord(order_view.order_id, req.command.pair_id, command_json(req.command), order_view)
+        record = ClOrdIDRecord(order_view.order_id, req.command.pair_id, command_json(req.command), order_view,
+                               r.seq)
 
         def answer(outcome: str) -> None:
             if outcome == "resent":
@@ -481,7 +485,7 @@ class OrderEntryBehaviour:
                                                      str(exc), cfg.begin_string))
             return
         assert view is not None and original is not None
-        record = ClOrdIDRecord(view.order_id, pair, command_json(req.command), view)
+        record = ClOrdIDRecord(view.order_id, pair, command_json(req.command), view, r.seq)
         current = view
 
         def answer(outcome: str) -> None:
@@ -588,6 +592,16 @@ class Claim:
         if outcome != "new":
             self.answer(outcome)
 
+    def _replayed(self) -> bool:
+        """The ClOrdID's record is this very request's: its claim landed, the reply was lost and
+        the write was sent again (redis-py's retry, a failover's hold). Read only when a claim was
+        refused, so only a duplicate pays for it."""
+        r = self.request
+        try:
+            return r.store.clordid_record(r.key, self.clordid) == self.value
+        except StoreError:
+            return False
+
     def _outcome(self, reply: Any) -> str:
         """'new' (appended, or deferred to the end of the intake's cycle and held there until its
         datastore takes it: the cell's report answers), 'duplicate' (refuse), 'resent'
@@ -608,7 +622,7 @@ class Claim:
                     return "unavailable"
             log.error("%s: ClOrdID %s refused, store unavailable: %s", r.key, self.clordid, reply)
             return "unavailable"
-        if not claimed(reply):
+        if not claimed(reply) and not self._replayed():
             if not r.possdup:
                 return "duplicate"
             first = b._record(r.store, r.key, self.clordid)

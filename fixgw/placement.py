@@ -31,7 +31,8 @@ MAP_POLL_S = 0.5
 
 
 def read_partition_map(client: RedisClient, namespace: str) -> dict[int, str]:
-    """partition → URL of the datastore that holds it now (only partitions that moved)."""
+    """partition → address of the datastore that holds it now (only partitions that moved): a
+    URL, a Sentinel group or Cluster seeds (``sessionstore.settings.parse_address``)."""
     raw: dict[Any, Any] = client.hgetall(partition_map(namespace))
     return {int(text(p)): text(url) for p, url in raw.items()}
 
@@ -43,7 +44,7 @@ class PartitionClients:
     def __init__(self, context: GatewayContext, link: MatchingLink) -> None:
         self.context = context
         self.link = link
-        self.urls: dict[int, str] = {}
+        self.addresses: dict[int, str] = {}
         self.clients: dict[int, RedisClient] = {}
         self.colocated: frozenset[int] = frozenset()
         self._stop = threading.Event()
@@ -57,17 +58,15 @@ class PartitionClients:
         store: RedisEndpoint = self.context.store_settings
         endpoint: RedisEndpoint = self.link.endpoint(partition, store)
         if moved_to is not None:
-            endpoint = endpoint.model_copy(update={"url": moved_to, "nodes": [], "sentinels": [],
-                                                   "sentinelGroup": None})
-        if endpoint is store or (moved_to is not None and moved_to == store.url and not store.sentinels
-                                 and not store.nodes):
+            endpoint = endpoint.at(moved_to)
+        if endpoint is store or (moved_to is not None and endpoint.address == store.address):
             client = self.context.client
         else:
             client = connect(endpoint)
             where = "the partition map" if moved_to is not None else f"[[matching.partition]] index = {partition}"
             check_credentials(client, endpoint, where)
         self.clients[partition] = client
-        self.urls[partition] = endpoint.url or ""
+        self.addresses[partition] = endpoint.address
 
     def _publish(self) -> None:
         self.clients = dict(self.clients)
@@ -77,7 +76,7 @@ class PartitionClients:
     def refresh(self) -> list[int]:
         """Read the map once; route every partition that moved since. Returns those partitions."""
         moved = read_partition_map(self.context.client, self.context.namespace)
-        changed = [p for p, url in moved.items() if p in self.urls and self.urls[p] != url]
+        changed = [p for p, address in moved.items() if p in self.addresses and self.addresses[p] != address]
         for p in changed:
             self._route(p, moved[p])
             log.warning("partition %d: routed to %s (partition map)", p, moved[p])

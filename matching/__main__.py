@@ -18,7 +18,7 @@ from redis.exceptions import RedisError
 
 from sessionstore.connection import RedisClient, check_credentials, connect
 from sessionstore.keys import GatewayKey
-from sessionstore.settings import ConfigError
+from sessionstore.settings import ConfigError, RedisEndpoint
 
 from .amqp import AmqpCommandSource, AmqpEventPublisher, AmqpLink, AmqpUnavailable
 from .conductor import BootRefused, Conductor
@@ -88,8 +88,8 @@ def follow_relocation(settings: CellSettings, role: str) -> CellSettings:
             raise RelocationUnderWay(f"partition {partition} is being relocated (state {detail}): start the {role} "
                                      "again once `fixgw-cell relocate` has switched it")
         log.warning("partition %d was relocated to %s: following it", partition, detail)
-        settings = settings.model_copy(update={"redis_url": detail, "redis_sentinel_hosts": None,
-                                               "redis_sentinel_name": None, "redis_cluster_nodes": None})
+        assert detail is not None
+        settings = settings.at(detail)
     raise ConfigError(f"partition {partition}: too many relocation markers to follow")
 
 
@@ -121,18 +121,27 @@ def inbox_of(owner: str) -> str:
     return GatewayKey(namespace, gateway).inbox_stream
 
 
-def direct_inboxes(settings: CellSettings, target_url: str | None, also: list[str],
+def inbox_endpoint(settings: CellSettings, target: str | None, configured: CellSettings | None = None
+                   ) -> RedisEndpoint:
+    """Where the gateway's inboxes are: ``--target`` (a URL, a Sentinel group or Cluster seeds,
+    with the cell's credentials), else the datastore the cell was configured with (before any
+    relocation was followed: the inboxes stay with the gateway)."""
+    configured_endpoint = (configured or settings).endpoint()
+    return configured_endpoint.at(target) if target else configured_endpoint
+
+
+def direct_inboxes(settings: CellSettings, target: str | None, also: list[str],
                    configured: CellSettings | None = None) -> Inboxes | None:
     """The conductor's inbox routes for direct delivery, or None (outbox delivery). Asked for
-    but not possible here — the inboxes on another datastore (``--target-url``, or a partition
+    but not possible here — the inboxes on another datastore (``--target``, or a partition
     relocated away from them) — it falls back to the outbox, saying so."""
     if settings.inbox_delivery != "direct":
         return None
     here = settings.endpoint()
-    inboxes = (configured or settings).endpoint()
-    if (target_url and target_url != here.url) or inboxes != here:
+    inboxes = inbox_endpoint(settings, target, configured)
+    if inboxes.address != here.address:
         log.warning("partition %s: MATCHING_INBOX_DELIVERY=direct but the gateway inboxes are on another datastore "
-                    "(%s): the outbox relays the events", settings.partition, target_url or inboxes.url)
+                    "(%s): the outbox relays the events", settings.partition, inboxes.address)
         return None
     return owner_routes(inbox_of, also)
 
@@ -156,9 +165,9 @@ def build_conductor(settings: CellSettings, inboxes: Inboxes | None = None) -> C
                      linger_s=settings.batch_linger_ms / 1000, inboxes=inboxes)
 
 
-def run_conductor(settings: CellSettings, target_url: str | None = None, also: list[str] | None = None,
+def run_conductor(settings: CellSettings, target: str | None = None, also: list[str] | None = None,
                   configured: CellSettings | None = None) -> int:
-    conductor = build_conductor(settings, direct_inboxes(settings, target_url, also or [], configured))
+    conductor = build_conductor(settings, direct_inboxes(settings, target, also or [], configured))
     check_credentials(conductor.client, settings.endpoint(), "matching (REDIS_USERNAME, REDIS_PASSWORD_ENV)")
     conductor.boot()
     # A broker source is consumed only while the lease is held (``Conductor._step_from_source``):
@@ -171,21 +180,19 @@ def run_conductor(settings: CellSettings, target_url: str | None = None, also: l
                   conductor.run, control, conductor.partition)
 
 
-def run_outbox(settings: CellSettings, target_url: str | None, also: list[str],
+def run_outbox(settings: CellSettings, target: str | None, also: list[str],
                configured: CellSettings | None = None) -> int:
-    """``configured``: the settings before a relocation was followed; without ``target_url``
+    """``configured``: the settings before a relocation was followed; without ``target``
     the inboxes stay on that datastore (the gateway's), not on the one the partition moved to."""
     partition = _partition(settings)
     endpoint = settings.endpoint()
     data = connect(endpoint, client_name=f"outbox-p{partition}-data")
     check_credentials(data, endpoint, "matching (REDIS_USERNAME, REDIS_PASSWORD_ENV)")
     control = connect(endpoint, client_name=f"outbox-p{partition}-control")
-    inboxes = (configured or settings).endpoint()
-    target = connect(inboxes.model_copy(update={"url": target_url, "nodes": [], "sentinels": [],
-                                                "sentinelGroup": None}) if target_url else inboxes)
+    inboxes = connect(inbox_endpoint(settings, target, configured), client_name=f"outbox-p{partition}-target")
     link = broker_link(settings, "outbox")
     publisher: Publisher = (AmqpEventPublisher(link, settings.amqp_exchange) if link is not None
-                            else RedisStreamsPublisher(target, owner_routes(inbox_of, also)))
+                            else RedisStreamsPublisher(inboxes, owner_routes(inbox_of, also)))
     worker = OutboxWorker(data, control, partition, publisher,
                           metrics=OutboxMetrics(partition), lease_ttl_ms=settings.lease_ttl_ms,
                           lease_renew_s=settings.lease_ttl_ms / 3000, durability=settings.durability_policy,
@@ -206,8 +213,11 @@ def main(argv: list[str] | None = None) -> int:
                                      "or the outbox worker of MATCHING_PARTITION; `fixgw-cell relocate --help`: "
                                      "move a partition to another datastore.")
     parser.add_argument("role", choices=["conductor", "outbox"])
-    parser.add_argument("--target-url", help="datastore of the gateway inboxes (default: the cell's own); a "
-                        "conductor with MATCHING_INBOX_DELIVERY=direct delivers only to inboxes on its own")
+    parser.add_argument("--target", "--target-url", dest="target", metavar="ADDRESS",
+                        help="datastore of the gateway inboxes (default: the cell's own): redis://host:port/db, "
+                        "sentinel://host:port,host:port/group or cluster://host:port,host:port, with the cell's "
+                        "credentials; a conductor with MATCHING_INBOX_DELIVERY=direct delivers only to inboxes on "
+                        "its own")
     parser.add_argument("--also", action="append", default=[], help="a stream every event also goes to "
                         "(e.g. the drop-copy gateway inbox); repeatable; give the outbox and a direct conductor "
                         "the same")
@@ -218,8 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         configured = load_cell_settings()
         settings = follow_relocation(configured, args.role)
         if args.role == "conductor":
-            return run_conductor(settings, args.target_url, args.also, configured)
-        return run_outbox(settings, args.target_url, args.also, configured)
+            return run_conductor(settings, args.target, args.also, configured)
+        return run_outbox(settings, args.target, args.also, configured)
     except (ConfigError, BootRefused) as exc:
         print(f"matching: {exc}", file=sys.stderr)
         return 2

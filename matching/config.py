@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sessionstore.settings import ConfigError, RedisEndpoint, describe
+from sessionstore.settings import ConfigError, RedisEndpoint, describe, parse_address
 
 from .contracts import MATCHING_PARTITION, MATCHING_PARTITION_COUNT
 from .domain import StpMode
@@ -148,6 +148,15 @@ class CellSettings(BaseSettings):
     @property
     def durability_policy(self) -> Durability:
         return Durability.named(self.durability, self.durability_timeout_ms)
+
+    def at(self, address: str) -> CellSettings:
+        """The same settings for the datastore at ``address`` (a URL, a Sentinel group or Cluster
+        seeds: ``sessionstore.settings.parse_address``), e.g. where a relocated partition went."""
+        where = parse_address(address)
+        return self.model_copy(update={"redis_url": where.get("url"),
+                                       "redis_sentinel_hosts": ",".join(where.get("sentinels", [])) or None,
+                                       "redis_sentinel_name": where.get("sentinelGroup"),
+                                       "redis_cluster_nodes": ",".join(where.get("nodes", [])) or None})
 
     def endpoint(self) -> RedisEndpoint:
         """The partition's datastore. Several topologies at once is an error, not a guess."""

@@ -68,7 +68,7 @@ def marker(client: RedisClient, keys: PartitionKeys) -> dict[str, str]:
 
 def cell_location(client: RedisClient, keys: PartitionKeys) -> tuple[str, str | None]:
     """Where a cell of this partition belongs, read on the datastore it was configured with:
-    ('here', None), ('wait', state) while a relocation is under way, or ('moved', url)."""
+    ('here', None), ('wait', state) while a relocation is under way, or ('moved', address)."""
     m = marker(client, keys)
     state = m.get("state")
     if state == MOVED:
@@ -231,8 +231,8 @@ class Relocation:
     target: RedisClient
     control: RedisClient
     namespace: str
-    source_url: str
-    target_url: str
+    source_address: str
+    target_address: str
     pairs: list[int]  # the instrument pairs of this partition (reconciled after the copy)
     say: Callable[[str], None] = print
     timeout_s: float = 60.0
@@ -251,7 +251,7 @@ class Relocation:
         m = marker(self.source, self.keys)
         names = partition_key_names(self.source, self.keys)
         counts = summary(self.source, names, self.keys)
-        lines = [f"partition {self.partition}: {self.source_url} → {self.target_url}",
+        lines = [f"partition {self.partition}: {self.source_address} → {self.target_address}",
                  f"  state: {m.get('state') or 'not relocating'}" + (f" (to {m['to']})" if m.get("to") else ""),
                  "  holds: " + ", ".join(f"{v} {k}" for k, v in counts.items())]
         for stream, group in ((self.keys.commands, CONDUCTOR_GROUP), (self.keys.events, OUTBOX_GROUP)):
@@ -275,11 +275,11 @@ class Relocation:
         return [k for k in (self.keys.conductor_lease, self.keys.outbox_lease) if client.exists(k)]
 
     def _target_problem(self) -> str | None:
-        if self.target_url == self.source_url:
+        if self.target_address == self.source_address:
             return "the target is the source"
         there = partition_key_names(self.target, self.keys)
         incoming = marker(self.target, self.keys)
-        if incoming.get("state") == INCOMING and incoming.get("from") == self.source_url:
+        if incoming.get("state") == INCOMING and incoming.get("from") == self.source_address:
             return None  # our own copy, from an interrupted run: replaced
         if there or incoming:
             return (f"already holds {len(there)} keys of partition {self.partition}"
@@ -293,19 +293,19 @@ class Relocation:
         m = marker(self.source, self.keys)
         state = m.get("state")
         if state == MOVED:
-            if m.get("to") != self.target_url:
+            if m.get("to") != self.target_address:
                 raise RelocationError(f"partition {self.partition} already moved from here to {m.get('to')}")
-            self.say(f"partition {self.partition}: already moved to {self.target_url}")
+            self.say(f"partition {self.partition}: already moved to {self.target_address}")
             self._switch()  # idempotent: the map, the markers
             return
         if state not in ORDER:
             raise RelocationError(f"partition {self.partition}: unknown relocation state {state!r} on the source")
-        if state is not None and m.get("to") != self.target_url:
+        if state is not None and m.get("to") != self.target_address:
             raise RelocationError(f"partition {self.partition} is being relocated to {m.get('to')} (state {state}): "
                                   "run that again, or roll it back first (--rollback)")
         problem = self._target_problem()
         if problem is not None:
-            raise RelocationError(f"target {self.target_url}: {problem}")
+            raise RelocationError(f"target {self.target_address}: {problem}")
         if state is None:
             self._mark(FROZEN)
             self.say("freeze: commands to this partition are refused on the source from now on")
@@ -328,17 +328,17 @@ class Relocation:
             raise RelocationError(f"partition {self.partition} has switched to {m.get('to')}: relocate it back "
                                   "instead")
         incoming = marker(self.target, self.keys)
-        if incoming.get("state") == INCOMING and incoming.get("from") == self.source_url:
+        if incoming.get("state") == INCOMING and incoming.get("from") == self.source_address:
             names = partition_key_names(self.target, self.keys)
             for i in range(0, len(names), COPY_BATCH):
                 self.target.unlink(*names[i:i + COPY_BATCH])
             self.target.delete(self.keys.relocation)
             self.say(f"rollback: {len(names)} copied keys removed from the target")
         self.source.delete(self.keys.relocation)
-        self.say(f"rollback: partition {self.partition} serves from {self.source_url} again (restart its cells there)")
+        self.say(f"rollback: partition {self.partition} serves from {self.source_address} again (restart its cells there)")
 
     def _mark(self, state: str) -> None:
-        self.source.hset(self.keys.relocation, mapping={"state": state, "to": self.target_url,
+        self.source.hset(self.keys.relocation, mapping={"state": state, "to": self.target_address,
                                                         "at": str(int(time.time() * 1000))})
 
     def _wait(self, what: str, done: Callable[[], tuple[bool, str]]) -> None:
@@ -371,7 +371,7 @@ class Relocation:
 
     def _copy(self) -> None:
         names = partition_key_names(self.source, self.keys)
-        self.target.hset(self.keys.relocation, mapping={"state": INCOMING, "from": self.source_url,
+        self.target.hset(self.keys.relocation, mapping={"state": INCOMING, "from": self.source_address,
                                                         "at": str(int(time.time() * 1000))})
         for i in range(0, len(names), COPY_BATCH):
             batch = names[i:i + COPY_BATCH]
@@ -415,10 +415,10 @@ class Relocation:
     def _switch(self) -> None:
         # The map first: were this interrupted before the markers change, the gateway would send
         # to the target, whose ``incoming`` marker still refuses appends until the run is repeated.
-        self.control.hset(partition_map(self.namespace), str(self.partition), self.target_url)
+        self.control.hset(partition_map(self.namespace), str(self.partition), self.target_address)
         self._mark(MOVED)
         self.target.delete(self.keys.relocation)
-        self.say(f"switch: the partition map sends partition {self.partition} to {self.target_url}; cells started "
+        self.say(f"switch: the partition map sends partition {self.partition} to {self.target_address}; cells started "
                  "against the source follow it there")
 
     def _wait_cells(self, seconds: float) -> None:

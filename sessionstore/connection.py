@@ -312,7 +312,10 @@ def read_replies(conn: Any, count: int) -> list[Any]:
     while len(out) < count:
         reply = gets()
         if reply is _NOT_ENOUGH_DATA:
-            fill()
+            try:
+                fill()
+            except OSError as exc:  # a reset socket (the server died): what redis-py's own read raises
+                raise RedisConnectionError(f"Error while reading from {node_of(conn)[:2]}: {exc}") from exc
         elif isinstance(reply, RedisConnectionError):
             raise reply
         else:

@@ -180,20 +180,99 @@ def standalone(*, aof: bool = False, appendfsync: str = "everysec", name: str = 
     return ValkeyProcess(config, name=name, data_dir=data_dir, port=port)
 
 
+class Sentinels:
+    """Three Sentinels that may watch several groups at once (a venue's usual layout: one quorum
+    of Sentinels for the session store and every partition). Started empty; ``watch`` adds a group."""
+
+    def __init__(self, count: int = 3, name: str = "sentinel") -> None:
+        self.processes: list[ValkeyProcess] = []
+        self.count = count
+        self.name = name
+
+    @property
+    def addresses(self) -> list[str]:
+        return [s.address for s in self.processes]
+
+    def start(self) -> Sentinels:
+        try:
+            for i in range(self.count):
+                s = ValkeyProcess({"sentinel": ["resolve-hostnames no"]}, sentinel=True, name=f"{self.name}{i}")
+                del s.config["save"], s.config["appendonly"]
+                self.processes.append(s.start())
+        except Exception:
+            self.stop()
+            raise
+        return self
+
+    def watch(self, group: str, primary: ValkeyProcess, *, down_after_ms: int = 1000,
+              failover_timeout_ms: int = 3000) -> None:
+        """Every Sentinel monitors ``group`` (quorum: a majority), then waits until they know the
+        replicas and each other: a failover before that would not happen."""
+        quorum = self.count // 2 + 1
+        for s in self.processes:
+            c = s.client()
+            c.execute_command("SENTINEL", "MONITOR", group, HOST, primary.port, quorum)
+            for option, value in (("down-after-milliseconds", down_after_ms),
+                                  ("failover-timeout", failover_timeout_ms), ("parallel-syncs", 1)):
+                c.execute_command("SENTINEL", "SET", group, option, value)
+
+    def wait_discovered(self, group: str, replicas: int) -> None:
+        def master(s: ValkeyProcess) -> dict[str, Any]:
+            return cast(dict[str, Any], s.client().sentinel_master(group))
+
+        _wait(lambda: all(int(master(s).get("num-other-sentinels", 0)) == self.count - 1
+                          and int(master(s).get("num-slaves", 0)) == replicas
+                          for s in self.processes), f"sentinels to discover {group}'s replica and each other")
+
+    def primary_of(self, group: str) -> tuple[str, int]:
+        """The primary's address as the first Sentinel that answers has it."""
+        last: Exception | None = None
+        for s in self.processes:
+            if not s.running:
+                continue
+            try:
+                host, port = cast(tuple[Any, Any], s.client(socket_timeout=1).sentinel_get_master_addr_by_name(group))
+                return (host.decode() if isinstance(host, bytes) else str(host)), int(port)
+            except redis.exceptions.RedisError as exc:
+                last = exc
+        raise RuntimeError(f"no Sentinel answers for {group}: {last}")
+
+    def stop(self) -> None:
+        for s in self.processes:
+            s.stop()
+
+    def __enter__(self) -> Sentinels:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
 class SentinelGroup:
-    """A primary, one replica and three Sentinels watching them as ``group``."""
+    """A primary and one replica watched as ``group``: by three Sentinels of its own, or by a
+    ``Sentinels`` it shares with other groups (then those are not stopped with it)."""
 
     def __init__(self, group: str = "mymaster", *, aof: bool = False, appendfsync: str = "everysec",
-                 down_after_ms: int = 1000) -> None:
+                 down_after_ms: int = 1000, sentinels: Sentinels | None = None) -> None:
         self.group = group
         self.primary = standalone(aof=aof, appendfsync=appendfsync, name=f"{group}-a")
         self.replica = standalone(aof=aof, appendfsync=appendfsync, name=f"{group}-b")
         self.down_after_ms = down_after_ms
-        self.sentinels: list[ValkeyProcess] = []
+        self._own_sentinels = sentinels is None
+        self.watchers = sentinels or Sentinels(name=f"{group}-sentinel")
+
+    @property
+    def sentinels(self) -> list[ValkeyProcess]:
+        return self.watchers.processes
 
     @property
     def sentinel_addresses(self) -> list[str]:
-        return [s.address for s in self.sentinels]
+        return self.watchers.addresses
+
+    @property
+    def url(self) -> str:
+        """The group as one address (``sessionstore.settings.parse_address``): sentinel://…/group."""
+        return f"sentinel://{','.join(self.sentinel_addresses)}/{self.group}"
 
     def start(self) -> SentinelGroup:
         try:
@@ -202,46 +281,46 @@ class SentinelGroup:
             self.replica.start()
             _wait(lambda: self.replica.client().info("replication").get("master_link_status") == "up",
                   "replica to sync")
-            for i in range(3):
-                s = ValkeyProcess({
-                    "sentinel": [
-                        f"monitor {self.group} {HOST} {self.primary.port} 2",
-                        f"down-after-milliseconds {self.group} {self.down_after_ms}",
-                        f"failover-timeout {self.group} 3000",
-                        f"parallel-syncs {self.group} 1",
-                        "resolve-hostnames no",
-                    ],
-                }, sentinel=True, name=f"{self.group}-sentinel{i}")
-                del s.config["save"], s.config["appendonly"]
-                self.sentinels.append(s.start())
-            # Sentinels must know the replica and each other before a failover can work.
-            def master(s: ValkeyProcess) -> dict[str, Any]:
-                return cast(dict[str, Any], s.client().sentinel_master(self.group))
-
-            _wait(lambda: all(int(master(s).get("num-other-sentinels", 0)) == 2
-                              and int(master(s).get("num-slaves", 0)) == 1
-                              for s in self.sentinels), "sentinels to discover each other")
+            if self._own_sentinels:
+                self.watchers.start()
+            self.watchers.watch(self.group, self.primary, down_after_ms=self.down_after_ms)
+            self.watchers.wait_discovered(self.group, replicas=1)
         except Exception:
             self.stop()
             raise
         return self
 
     def current_primary(self) -> tuple[str, int]:
-        reply = cast(tuple[Any, Any], self.sentinels[0].client().sentinel_get_master_addr_by_name(self.group))
-        host, port = reply
-        return (host.decode() if isinstance(host, bytes) else str(host)), int(port)
+        return self.watchers.primary_of(self.group)
+
+    def _roles(self) -> tuple[ValkeyProcess, ValkeyProcess]:
+        _, port = self.current_primary()
+        return (self.primary, self.replica) if port == self.primary.port else (self.replica, self.primary)
 
     def kill_primary_and_wait_failover(self, timeout: float = 30.0) -> ValkeyProcess:
         """SIGKILL the current primary; return the process Sentinel promoted."""
-        _, port = self.current_primary()
-        old, new = (self.primary, self.replica) if port == self.primary.port else (self.replica, self.primary)
+        old, new = self._roles()
         old.kill()
         _wait(lambda: self.current_primary()[1] == new.port, "sentinel failover", timeout)
         _wait(lambda: new.client().info("replication")["role"] == "master", "promotion", timeout)
         return new
 
+    def restart_as_replica(self, timeout: float = 30.0) -> ValkeyProcess:
+        """Start the server that is down again, as a replica of the current primary (as an
+        operator brings a failed host back), and wait until it is in sync and Sentinel counts it."""
+        primary, down = self._roles()
+        assert not down.running, "both servers are running: nothing to bring back"
+        down.config["replicaof"] = f"{HOST} {primary.port}"
+        _ports_given.add(down.port)
+        down.start()
+        _wait(lambda: down.client().info("replication").get("master_link_status") == "up",
+              f"{down.name} to sync as a replica", timeout)
+        return down
+
     def stop(self) -> None:
-        for p in [*self.sentinels, self.replica, self.primary]:
+        if self._own_sentinels:
+            self.watchers.stop()
+        for p in [self.replica, self.primary]:
             p.stop()
 
     def __enter__(self) -> SentinelGroup:

@@ -1,7 +1,8 @@
 """One lease, used by every single-writer role: the gateway's dispatcher lock, a partition's
 conductor and its outbox worker (seed 004's lock and seed 000's leases are the same thing).
 
-Take: SET NX PX (plus INCR of an epoch counter when the holder fences its writes with one).
+Take: SET NX PX (plus INCR of an epoch counter when the holder fences its writes with one,
+confirmed on a replica where the datastore has one).
 Renew: compare-and-expire, either inline by the holder's own loop (``renew_if_due``: the
 conductor, whose commits also check the token) or on a daemon thread (``start_renewing``: the
 gateway, the outbox). Release: compare-and-delete. The lease is judged locally too: it counts
@@ -19,9 +20,11 @@ from collections.abc import Callable
 from redis.exceptions import RedisError
 
 from . import scripts
-from .connection import RedisClient, text_or_none
+from .connection import RedisClient, is_cluster, text_or_none
 
 log = logging.getLogger("fixgw.lease")
+
+EPOCH_CONFIRM_MS = 1000  # how long a new epoch waits for a replica's acknowledgement
 
 
 class Lease:
@@ -55,7 +58,7 @@ class Lease:
         """Take the lease if nobody holds it. Raises RedisError when Redis cannot be asked."""
         sent = time.monotonic()
         if self.epoch_key is not None:
-            epoch = int(self._acquire(keys=[self.key, self.epoch_key], args=[self.token, self.ttl_ms]))
+            epoch = self._take_with_epoch(self.epoch_key)
             if not epoch:
                 return False
         elif self.client.set(self.key, self.token, nx=True, px=self.ttl_ms):
@@ -67,6 +70,26 @@ class Lease:
         self._valid_until = sent + self.ttl_ms / 1000
         self._stop.clear()
         return True
+
+    def _take_with_epoch(self, epoch_key: str) -> int:
+        """SET NX PX and INCR of the epoch (one script); 0 when someone holds the lease. Where the
+        datastore has replicas, the new epoch must reach one (WAIT on the same connection) before
+        it is used: a replica promoted without the increment would hand the next holder an epoch
+        already used, and two holders' writes would pass the same fence."""
+        keys: list[str] = [self.key, epoch_key]
+        args: list[str | int] = [self.token, self.ttl_ms]
+        if is_cluster(self.client) or not int(self.client.info("replication").get("connected_slaves", 0)):
+            return int(self._acquire(keys=keys, args=args))
+        pipe = self.client.pipeline(transaction=False)
+        self._acquire(keys=keys, args=args, client=pipe)
+        pipe.execute_command("WAIT", 1, max(1, min(self.ttl_ms // 2, EPOCH_CONFIRM_MS)))
+        epoch, acked = pipe.execute()
+        if int(epoch) and int(acked) < 1:
+            log.warning("%s: epoch %s taken but no replica confirmed it: given back, taken again later", self.name,
+                        epoch)
+            self._release(keys=[self.key], args=[self.token])
+            return 0
+        return int(epoch)
 
     def renew(self) -> bool:
         """Renew now. False once the lease is lost (another holder, or the TTL ran out while

@@ -119,6 +119,22 @@ class RedisEndpoint(BaseModel):
     def topology(self) -> str:
         return "cluster" if self.nodes else "sentinel" if self.sentinels else "standalone"
 
+    @property
+    def address(self) -> str:
+        """The datastore in one line (``parse_address``'s forms): what a CLI flag, the partition
+        map and a relocation marker hold. Credentials are never part of it."""
+        if self.sentinels:
+            return f"sentinel://{','.join(self.sentinels)}/{self.sentinelGroup}"
+        if self.nodes:
+            return f"cluster://{','.join(self.nodes)}"
+        assert self.url is not None
+        return self.url
+
+    def at(self, address: str) -> RedisEndpoint:
+        """The same client settings (credentials, timeouts, pool) for the datastore at ``address``."""
+        return self.model_copy(update={"url": None, "nodes": [], "sentinels": [], "sentinelGroup": None,
+                                       **parse_address(address)})
+
     def resolve_password(self) -> str | None:
         """The password from the named environment variable or secret file, if any."""
         if self.passwordEnv:
@@ -132,6 +148,51 @@ class RedisEndpoint(BaseModel):
             except OSError as exc:
                 raise ConfigError(f"passwordFile: cannot read {self.passwordFile}: {exc.strerror}") from exc
         return None
+
+
+ADDRESS_FORMS = ("redis://host:port/db", "rediss://host:port/db", "unix:///path/to.sock",
+                 "sentinel://host:port,host:port/group", "cluster://host:port,host:port")
+
+
+def parse_address(address: str) -> dict[str, Any]:
+    """A datastore named in one line → the topology fields of a ``RedisEndpoint``: a URL, a
+    Sentinel group (``sentinel://h1:26379,h2:26379/group``) or Cluster seeds
+    (``cluster://n1:6379,n2:6379``). Raises ConfigError naming the forms it accepts."""
+    text = address.strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        raise ConfigError(f"datastore address {address!r}: write one of {', '.join(ADDRESS_FORMS)}")
+    if scheme in ("redis", "rediss", "unix"):
+        return {"url": text}
+    if scheme == "sentinel":
+        hosts, slash, group = rest.partition("/")
+        nodes = [h.strip() for h in hosts.split(",") if h.strip()]
+        if not slash or not group or "/" in group or not nodes:
+            raise ConfigError(f"datastore address {address!r}: a Sentinel group is sentinel://host:port,host:port/group")
+        _check_nodes(nodes, address)
+        return {"sentinels": nodes, "sentinelGroup": group}
+    if scheme == "cluster":
+        nodes = [h.strip() for h in rest.rstrip("/").split(",") if h.strip()]
+        if not nodes:
+            raise ConfigError(f"datastore address {address!r}: Cluster seeds are cluster://host:port,host:port")
+        _check_nodes(nodes, address)
+        return {"nodes": nodes}
+    raise ConfigError(f"datastore address {address!r}: unknown scheme {scheme!r}; write one of {', '.join(ADDRESS_FORMS)}")
+
+
+def _check_nodes(nodes: list[str], address: str) -> None:
+    for node in nodes:
+        host, _, port = node.rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError(f"datastore address {address!r}: {node!r} must be host:port")
+
+
+def endpoint_at(address: str, **settings: Any) -> RedisEndpoint:
+    """A ``RedisEndpoint`` for ``address`` (``parse_address``) with further client settings."""
+    try:
+        return RedisEndpoint(**parse_address(address), **settings)
+    except ValidationError as exc:
+        raise ConfigError(describe(exc, address)) from None
 
 
 class SessionStoreSettings(BaseSettings, RedisEndpoint):
@@ -150,6 +211,9 @@ class SessionStoreSettings(BaseSettings, RedisEndpoint):
     dispatchBatchSize: int = 256
     replicaAcks: int = Field(0, ge=0)  # WAIT for this many replicas after every write (0 = primary only)
     replicaAckTimeout: Duration = "1s"  # type: ignore[assignment]
+    # How long a write or read waits for the datastore to have a primary again (a Sentinel or
+    # Cluster failover) before it fails; never longer than the lock stays ours (lockTtl).
+    failoverWait: Duration = "20s"  # type: ignore[assignment]
 
     @model_validator(mode="after")
     def _store_rules(self) -> SessionStoreSettings:

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import NoScriptError, ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import scripts
+from .availability import Availability
 from .codec import (
     OutboundRecord,
     SessionState,
@@ -97,6 +98,8 @@ def _translated() -> Iterator[None]:
     """Redis failures become the store's own errors, with the reason kept."""
     try:
         yield
+    except ReadOnlyError as exc:  # a demoted primary: the datastore is failing over
+        raise StoreUnavailable(f"Redis is a replica now (failing over): {exc}") from exc
     except ResponseError as exc:
         error = store_error(exc)
         raise error from (exc if type(error) is StoreError else None)
@@ -125,9 +128,14 @@ class SessionStore:
 
     def __init__(self, client: RedisClient, fence: Fence,
                  on_write: Callable[[float], None] | None = None,
-                 replica_acks: int = 0, replica_timeout_ms: int = 1000) -> None:
+                 replica_acks: int = 0, replica_timeout_ms: int = 1000,
+                 availability: Availability | None = None) -> None:
+        """``availability``: how long an operation waits for the datastore to have a primary
+        again (a failover) while the fence holds; none: it fails at once, as redis-py's own
+        retries (maxAttempts) leave it."""
         self.client = client
         self.fence = fence
+        self.availability = availability or Availability("session store", 0.0, (StoreUnavailable,))
         # WAIT for this many replicas after every write (same connection, same pipeline), so
         # a write acknowledged here survives the loss of the primary (replicaAcks setting).
         self.replica_acks = replica_acks
@@ -172,8 +180,7 @@ class SessionStore:
         for fence in also_fenced_by:
             fence.check()
         started = time.perf_counter()
-        with _translated():
-            replies = self._cluster_calls(calls) if self._cluster else self._packed_calls(calls)
+        replies = self._io(lambda: self._cluster_calls(calls) if self._cluster else self._packed_calls(calls))
         if self._on_write is not None:
             self._on_write(time.perf_counter() - started)
         replies = [store_error(r) if isinstance(r, ResponseError) else r for r in replies]
@@ -183,13 +190,26 @@ class SessionStore:
                     raise reply
         return replies
 
+    def _io(self, operation: Callable[[], T]) -> T:
+        """``operation`` with Redis failures translated (``_translated``), held through a
+        failover for as long as ``availability`` allows and the fence holds."""
+        def translated() -> T:
+            with _translated():
+                return operation()
+
+        return self.availability.call(translated, self.fence.check)
+
     def _packed_calls(self, calls: list[Call]) -> list[Any]:
         if self.replica_acks:
             calls = [*calls, ("WAIT", self.replica_acks, self.replica_timeout_ms)]
         with checked_out(self.client) as conn:
             def round_trip(todo: list[Call]) -> list[Any]:
                 conn.connect()  # after a retry's disconnect: through Sentinel again, to the primary now
-                return exchange(conn, todo)  # an error reply is kept in place: in step
+                replies = exchange(conn, todo)  # an error reply is kept in place: in step
+                demoted = next((r for r in replies if isinstance(r, ReadOnlyError)), None)
+                if demoted is not None:  # nothing was written: ask Sentinel for the primary again
+                    raise demoted
+                return replies
 
             # redis-py's own retry on a dropped connection (the scripts recognise a replay).
             replies = conn.retry.call_with_retry(lambda: round_trip(calls), lambda _: conn.disconnect())
@@ -316,9 +336,7 @@ class SessionStore:
         return self.script_call(self._claim_append, [session.owner, session.clordid(clordid), stream, guard], args)
 
     def clordid_record(self, session: SessionKey, clordid: str) -> str | None:
-        with _translated():
-            raw = self.client.get(session.clordid(clordid))
-        return text_or_none(raw)
+        return text_or_none(self._io(lambda: self.client.get(session.clordid(clordid))))
 
     def order_views(self, session: SessionKey, order_ids: list[str]) -> list[str | None]:
         return self.order_views_of([(session, order_ids)])[0]
@@ -326,8 +344,7 @@ class SessionStore:
     def order_views_of(self, wanted: list[tuple[SessionKey, list[str]]]) -> list[list[str | None]]:
         """``order_views`` of several sessions on this store's datastore in one round trip."""
         calls = [("HMGET", session.orders, *ids) for session, ids in wanted if ids]
-        with _translated():
-            replies = packed_round_trip(self.client, calls) if calls else []
+        replies = self._io(lambda: packed_round_trip(self.client, calls)) if calls else []
         out: list[list[str | None]] = []
         at = 0
         for _, ids in wanted:
@@ -343,21 +360,18 @@ class SessionStore:
 
     def all_order_views(self, session: SessionKey) -> dict[str, str]:
         """Every order view of the session (order id → view JSON)."""
-        with _translated():
-            raw = hash_of_bytes(self.client.hgetall(session.orders))
+        raw = hash_of_bytes(self._io(lambda: self.client.hgetall(session.orders)))
         return {k.decode(): v.decode() for k, v in raw.items()}
 
     def delivered_many(self, session: SessionKey, inbox_ids: list[str]) -> set[str]:
         """Which of ``inbox_ids`` the session's inbox already holds."""
         if not inbox_ids:
             return set()
-        with _translated():
-            scores = self.client.zmscore(session.inbox, inbox_ids)
+        scores = self._io(lambda: self.client.zmscore(session.inbox, inbox_ids))
         return {i for i, score in zip(inbox_ids, scores) if score is not None}
 
     def delivered(self, session: SessionKey, inbox_id: str) -> bool:
-        with _translated():
-            return self.client.zscore(session.inbox, inbox_id) is not None
+        return self._io(lambda: self.client.zscore(session.inbox, inbox_id)) is not None
 
     def _update_state(self, session: SessionKey, fields: dict[str, int]) -> None:
         args: list[Any] = [self.fence.epoch]
@@ -405,8 +419,7 @@ class SessionStore:
     # --- reads ------------------------------------------------------------------------
 
     def load_state(self, session: SessionKey) -> SessionState:
-        with _translated():
-            raw = hash_of_bytes(self.client.hgetall(session.state))
+        raw = hash_of_bytes(self._io(lambda: self.client.hgetall(session.state)))
         return decode_state(session.state, raw)
 
     def load(self, session: SessionKey) -> LoadedSession:
@@ -421,11 +434,13 @@ class SessionStore:
             return
         chunks = list(range(chunk_index(first), chunk_index(last) + 1))
         for batch in _batched(chunks, LOAD_PIPELINE_CHUNKS):
-            with _translated():
+            def read(chunks: list[int] = batch) -> list[Any]:
                 pipe = self.client.pipeline(transaction=False)
-                for index in batch:
+                for index in chunks:
                     pipe.hgetall(session.chunk(index))
-                replies = pipe.execute()
+                return pipe.execute()
+
+            replies = self._io(read)
             for index, raw in zip(batch, replies):
                 key = session.chunk(index)
                 records = [decode_record(key, field, value) for field, value in raw.items()]

@@ -19,6 +19,7 @@ import quickfix as fix
 from fixgw.demo import DemoClient
 from fixgw.inputs import split_fields
 from sessionstore.embedded import free_port
+from sessionstore.settings import parse_address
 from tools.fixat import SOH, RawSession
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,6 +58,21 @@ def wait_until(condition: Any, what: str, timeout: float = 15.0, every: float = 
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def endpoint_lines(address: str) -> str:
+    """The TOML lines naming a datastore given as one address (a URL, sentinel://…, cluster://…)."""
+    return "\n".join(f"{name} = {json.dumps(value)}" for name, value in parse_address(address).items())
+
+
+def cell_env(address: str) -> dict[str, str]:
+    """The environment variables naming a cell's datastore given as one address."""
+    where = parse_address(address)
+    if "sentinels" in where:
+        return {"REDIS_SENTINEL_HOSTS": ",".join(where["sentinels"]), "REDIS_SENTINEL_NAME": where["sentinelGroup"]}
+    if "nodes" in where:
+        return {"REDIS_CLUSTER_NODES": ",".join(where["nodes"])}
+    return {"REDIS_URL": where["url"]}
+
+
 SESSIONS = """
 [[gateway.session]]
 name = "CLIENT1"
@@ -93,7 +109,7 @@ state_dir = "{self.dir / 'state'}"
 {sessions}
 [session_store]
 namespace = "{namespace}"
-url = "{redis_url}"
+{endpoint_lines(redis_url)}
 lockTtl = "{lock_ttl}"
 lockRenewalInterval = "{renewal}"
 socketTimeout = "500ms"

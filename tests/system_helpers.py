@@ -18,7 +18,7 @@ import aio_pika
 
 from fixgw.demo import DemoClient
 from sessionstore.embedded import ValkeyProcess, free_port, standalone
-from tests.gateway_helpers import ROOT, GatewayProc
+from tests.gateway_helpers import ROOT, GatewayProc, cell_env, endpoint_lines
 
 SYMBOLS = [f"T{i}" for i in range(1, 25)]
 INSTRUMENTS = "".join(f"""
@@ -136,9 +136,9 @@ class CellProc:
                  broker: Broker | None = None, inbox_delivery: str = "outbox") -> None:
         self.args = [sys.executable, "-m", "matching", role]
         if target_url:
-            self.args.append(f"--target-url={target_url}")
+            self.args.append(f"--target={target_url}")
         self.args += [f"--also={a}" for a in (also or [])]
-        self.env = {**os.environ, "PYTHONPATH": str(ROOT), "REDIS_URL": url, "MATCHING_PARTITION_COUNT": "2",
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT), **cell_env(url), "MATCHING_PARTITION_COUNT": "2",
                     "MATCHING_PARTITION": str(partition), "MATCHING_INSTRUMENTS": str(instruments),
                     "MATCHING_DURABILITY": durability, "MATCHING_LEASE_TTL_MS": "2000",
                     "MATCHING_INBOX_DELIVERY": inbox_delivery}
@@ -171,14 +171,16 @@ class System:
     def __init__(self, tmp: Path, store: ValkeyProcess, partitions: list[ValkeyProcess],
                  sessions: str = SESSIONS, gateway_routes: dict[int, str] | None = None,
                  matching: str = "", broker: Broker | None = None, drop_copy_sessions: str = "",
-                 inbox_delivery: str = "direct", gateway_lines: str = "", drop_copy_gateway_lines: str = "") -> None:
+                 inbox_delivery: str = "direct", gateway_lines: str = "", drop_copy_gateway_lines: str = "",
+                 lock_ttl: str = "2s", store_lines: str = "") -> None:
         """``gateway_routes``: partition → the gateway's own ``[[matching.partition]]`` lines
         (its URL and client settings), e.g. through a ``ReplyDroppingProxy``.
         ``drop_copy_sessions``: drop-copy sessions served by a gateway process of their own
         (``drop_copy_gateway``, the same namespace, its own FIX port). ``inbox_delivery``: as
         ``fixgw up`` starts the cells (direct: a conductor whose partition shares the session
         store's datastore appends events to the inboxes itself; the others fall back to the outbox).
-        ``gateway_lines``, ``drop_copy_gateway_lines``: more ``[gateway]`` settings of each gateway."""
+        ``gateway_lines``, ``drop_copy_gateway_lines``: more ``[gateway]`` settings of each gateway;
+        ``lock_ttl``, ``store_lines``: the gateways' lockTtl and more ``[session_store]`` settings."""
         self.tmp = tmp
         self.store = store
         self.partitions = partitions
@@ -191,7 +193,7 @@ class System:
         extra_matching = "".join(f"""
 [[matching.partition]]
 index = {i}
-{routes.get(i, f'url = "{server.url}"')}
+{routes.get(i, endpoint_lines(server.url))}
 """ for i, server in enumerate(partitions) if server is not store or i in routes)
         extra = f"""
 [matching]
@@ -201,15 +203,15 @@ instruments = "{self.instruments}"
 {extra_matching}"""
         self.gateway_extra = extra  # the [matching] part of a gateway's config here
         self.gateway = GatewayProc(tmp, store.url, name="gateway", fix_port=self.fix_port, mode="gateway",
-                                   namespace="e2e", sessions=sessions, lock_ttl="2s", renewal="500ms", extra=extra,
-                                   gateway_lines=gateway_lines)
+                                   namespace="e2e", sessions=sessions, lock_ttl=lock_ttl, renewal="500ms", extra=extra,
+                                   gateway_lines=gateway_lines, store_extra=store_lines)
         self.drop_copy_gateway: GatewayProc | None = None
         self.ports: dict[str, int] = {}  # session name → its gateway's FIX port, where not ``fix_port``
         if drop_copy_sessions:
             self.drop_copy_gateway = GatewayProc(tmp, store.url, name="gateway-dc", fix_port=free_port(),
                                                  mode="gateway", namespace="e2e", sessions=drop_copy_sessions,
-                                                 lock_ttl="2s", renewal="500ms", extra=extra,
-                                                 gateway_lines=drop_copy_gateway_lines)
+                                                 lock_ttl=lock_ttl, renewal="500ms", extra=extra,
+                                                 gateway_lines=drop_copy_gateway_lines, store_extra=store_lines)
             for session in tomllib.loads(drop_copy_sessions)["gateway"]["session"]:
                 self.ports[session["name"]] = self.drop_copy_gateway.fix_port
         self.cells: dict[tuple[str, int], CellProc] = {}

@@ -114,3 +114,26 @@ def test_holder_cut_off_from_redis_stops_within_its_ttl(valkey: ValkeyProcess) -
             a.check()
     finally:
         valkey.resume()
+
+
+def test_a_new_epoch_that_no_replica_confirmed_is_given_back() -> None:
+    """A promoted replica that lacked the last epoch increment would hand the next holder an
+    epoch already used: where the datastore has a replica, a take counts only once one has it."""
+    from sessionstore.embedded import SentinelGroup
+
+    with SentinelGroup("epochs") as group:
+        client = group.primary.client()
+        gw = gateway()
+        first = DispatcherLock(client, gw, ttl=5, renewal=1, holder="first")
+        assert first.try_acquire() and first.epoch == 1
+        assert int(group.replica.client().get(gw.epoch)) == 1, "confirmed on the replica before it was used"
+        first.release()
+        group.replica.pause()  # the replica cannot acknowledge anything
+        try:
+            second = DispatcherLock(client, gw, ttl=5, renewal=1, holder="second")
+            assert not second.try_acquire(), "an epoch no replica has is not used"
+            assert client.get(gw.lock) is None, "and the lock is given back for the next attempt"
+        finally:
+            group.replica.resume()
+        assert second.try_acquire() and second.epoch == 3
+        second.release()

@@ -224,7 +224,7 @@ def test_a_relocation_interrupted_at_any_step_finishes_when_run_again_or_rolls_b
         def interrupted(self: Relocation) -> None:
             if step == "_copy":  # half the keys copied, then the process dies
                 names = partition_key_names(self.source, self.keys)
-                self.target.hset(self.keys.relocation, mapping={"state": "incoming", "from": self.source_url})
+                self.target.hset(self.keys.relocation, mapping={"state": "incoming", "from": self.source_address})
                 for name in names[: len(names) // 2]:
                     self.target.restore(name, 0, self.source.dump(name), replace=True)
             else:
@@ -259,7 +259,7 @@ def test_a_relocation_interrupted_at_any_step_finishes_when_run_again_or_rolls_b
         assert projected(stream_events(target)) == reference_events(flow + more)
 
 
-def test_relocate_refuses_a_password_in_the_target_url(capsys: pytest.CaptureFixture[str]) -> None:
+def test_relocate_refuses_a_password_in_the_target_address(capsys: pytest.CaptureFixture[str]) -> None:
     from tools.relocate_cli import main
 
     assert main(["--config", "unused.toml", "--partition", "0", "--to", "redis://:secret@10.0.0.7:6379/0"]) == 2

@@ -7,6 +7,7 @@ run with the file the gateways run with:
     fixgw-cell relocate --config config/gateway.toml --partition 1 --to redis://10.0.0.7:6379/0 --dry-run
     fixgw-cell relocate --config config/gateway.toml --partition 1 --to redis://10.0.0.7:6379/0
     fixgw-cell relocate --config config/gateway.toml --partition 1 --to redis://10.0.0.7:6379/0 --rollback
+    fixgw-cell relocate --config config/gateway.toml --partition 1 --to sentinel://s1:26379,s2:26379/matching-p1
 
 Exit status: 0 done (or the dry run's plan printed), 1 a step could not finish (the message says
 what to do: run again, or roll back), 2 bad arguments or settings.
@@ -34,8 +35,10 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", required=True, help="the gateway's TOML file")
     ap.add_argument("--partition", type=int, required=True)
-    ap.add_argument("--to", required=True, help="URL of the datastore to move the partition to (the partition's "
-                    "configured credentials and TLS settings are used there too)")
+    ap.add_argument("--to", required=True, metavar="ADDRESS",
+                    help="the datastore to move the partition to: redis://host:port/db, sentinel://host:port,host:port/"
+                    "group or cluster://host:port,... (the partition's configured credentials and TLS settings are used "
+                    "there too)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and the checks; change nothing")
     ap.add_argument("--rollback", action="store_true", help="undo a relocation that has not switched yet")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds each waiting step may take (default 60)")
@@ -57,19 +60,20 @@ def main(argv: list[str] | None = None) -> int:
         check_credentials(control, store, "[session_store]")
         configured = link.endpoint(args.partition, store)
         moved = read_partition_map(control, store.namespace)
-        source_url = moved.get(args.partition, configured.url or "")
+        source_address = moved.get(args.partition, configured.address)
+        target_address = configured.at(args.to).address  # (checks the form; written as the map will hold it)
 
-        def at(url: str) -> RedisClient:
-            endpoint = configured.model_copy(update={"url": url, "nodes": [], "sentinels": [], "sentinelGroup": None})
+        def at(address: str) -> RedisClient:
+            endpoint = configured.at(address)
             client = connect(endpoint)
-            check_credentials(client, endpoint, url)
+            check_credentials(client, endpoint, address)
             return client
 
-        source = at(source_url) if args.partition in moved else connect(configured)
-        target = at(args.to)
+        source = at(source_address) if args.partition in moved else connect(configured)
+        target = at(target_address)
         table = InstrumentTable.load(link.instruments)
         pairs = sorted(p for p in table.by_pair if partition_of(p, link.partition_count) == args.partition)
-        relocation = Relocation(args.partition, source, target, control, store.namespace, source_url, args.to,
+        relocation = Relocation(args.partition, source, target, control, store.namespace, source_address, target_address,
                                 pairs, say=lambda line: print(line, flush=True), timeout_s=args.timeout)
         if args.dry_run:
             print("\n".join(relocation.plan()))

@@ -1,0 +1,203 @@
+"""A venue's topology under datastore failovers: the session store and each partition on a
+Sentinel group of its own (one quorum of Sentinels watching all three), the outboxes relaying
+events to the gateway's inboxes. Primaries are SIGKILLed under a steady flow of new orders,
+cancels and replaces from two order-entry sessions, with a drop copy watching.
+
+What must hold through every failover: each request is answered exactly once (accepted,
+possibly late, or refused with a reason); no sequence number reaches a client twice; the drop
+copy has every fill; ``/ready`` is false while a datastore has no primary and true after.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from fixgw.demo import DemoClient
+from sessionstore.embedded import SentinelGroup, Sentinels
+from tests.gateway_helpers import http_json
+from tests.system_helpers import System, reports
+
+pytestmark = pytest.mark.slow
+
+RATE = 60  # requests per second, as a venue's test harness sends them
+SYMBOLS = ("T1", "T2")  # pairs 10 and 11: partitions 0 and 1
+
+
+class Flow:
+    """Two traders sending, in turn, a crossing pair (two fills), a resting sell then its
+    cancel, a resting buy then its replace and the replacement's cancel: eight requests a
+    round, paced at ``RATE``. Remembers what each request was."""
+
+    def __init__(self, c1: DemoClient, c2: DemoClient) -> None:
+        self.c1, self.c2 = c1, c2
+        self.sent: dict[str, tuple[DemoClient, str]] = {}  # ClOrdID → (client, "D" | "F" | "G")
+        self.stop = threading.Event()
+        self.rounds = 0
+        self.thread = threading.Thread(target=self._run, name="flow", daemon=True)
+
+    def _run(self) -> None:
+        gap = 1.0 / RATE
+        due = time.monotonic()
+        while not self.stop.is_set():
+            for step in self._round(self.rounds):
+                due += gap
+                time.sleep(max(0.0, due - time.monotonic()))
+                step()
+            self.rounds += 1
+
+    def _round(self, i: int) -> list[Callable[[], None]]:
+        c1, c2, sym = self.c1, self.c2, SYMBOLS[i % 2]
+
+        def order(c: DemoClient, clordid: str, side: str, price: str) -> Callable[[], None]:
+            def send() -> None:
+                self.sent[clordid] = (c, "D")
+                c.order(clordid, side, "1", price, symbol=sym)
+            return send
+
+        def cancel(c: DemoClient, clordid: str, orig: str, side: str) -> Callable[[], None]:
+            def send() -> None:
+                self.sent[clordid] = (c, "F")
+                c.cancel(clordid, orig, side, symbol=sym)
+            return send
+
+        def replace(c: DemoClient, clordid: str, orig: str) -> Callable[[], None]:
+            def send() -> None:
+                self.sent[clordid] = (c, "G")
+                c.replace(clordid, orig, "1", "1", "6.00", symbol=sym)
+            return send
+
+        return [order(c1, f"s{i}", "2", "10.00"), order(c2, f"b{i}", "1", "10.00"),
+                order(c1, f"r{i}", "2", "50.00"), cancel(c1, f"x{i}", f"r{i}", "2"),
+                order(c2, f"q{i}", "1", "5.00"), replace(c2, f"g{i}", f"q{i}"),
+                cancel(c2, f"y{i}", f"g{i}", "1"), order(c1, f"n{i}", "2", "60.00")]
+
+
+def answers(client: DemoClient) -> Counter[str]:
+    """How many times each request (by its ClOrdID) was answered: its first ExecutionReport
+    (New, Rejected, Canceled, Replaced) or its OrderCancelReject. Fills are not answers."""
+    out: Counter[str] = Counter()
+    for r in reports(client):
+        if r.get(43) == "Y":
+            continue  # a resend of a message already counted
+        if r[35] == "9" or r.get(150) in ("0", "8", "4", "5"):
+            out[r[11]] += 1
+    return out
+
+
+def fills(client: DemoClient) -> set[str]:
+    return {r[17] for r in reports(client) if r[35] == "8" and r.get(150) in ("F", "1", "2")}
+
+
+def sequence_numbers(client: DemoClient) -> list[int]:
+    return [int(r[34]) for r in reports(client) if r.get(43) != "Y"]
+
+
+def watch_ready(port: int, seen: list[tuple[float, bool, str]], stop: threading.Event) -> None:
+    while not stop.wait(0.05):
+        try:
+            status, body = http_json(port)
+        except OSError:
+            continue
+        seen.append((time.monotonic(), status == 200, "; ".join(body.get("problems", [])) if status != 200 else ""))
+
+
+REPLICA_BACK_AFTER_S = 5.0  # the killed server is back, as a replica, this long after the kill
+
+
+def failover(group: SentinelGroup, ready: list[tuple[float, bool, str]], flow: Flow,
+             clients: list[DemoClient]) -> tuple[float, float, list[str]]:
+    """Kill ``group``'s primary under the flow and bring the dead server back as a replica
+    ``REPLICA_BACK_AFTER_S`` after the kill; wait for the first request sent after the kill to be
+    answered. Returns the seconds to the promotion, the seconds until that request was answered,
+    and what /ready said was missing meanwhile (the datastores named, figures left out)."""
+    killed = time.monotonic()
+    group.kill_primary_and_wait_failover()
+    promoted = time.monotonic() - killed
+    back = threading.Thread(target=lambda: (time.sleep(max(0.0, REPLICA_BACK_AFTER_S - promoted)),
+                                            group.restart_as_replica()), daemon=True)
+    back.start()
+    probe = f"n{flow.rounds + 1}"  # the last request of a round that starts after the kill
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(answers(c)[probe] for c in clients):
+        time.sleep(0.02)
+    assert any(answers(c)[probe] for c in clients), f"no answer to {probe} within 60 s of the failover"
+    answered = time.monotonic() - killed
+    back.join(60)
+    reasons = sorted({re.sub(r"[\d.]+", "N", why.split(" (")[0]) for at, ok, why in ready if at >= killed and not ok})
+    return promoted, answered, reasons
+
+
+def run_venue(tmp_path: Path, kills: list[str], store_lines: str = "") -> None:
+    """The topology, the flow, the primaries of the groups named in ``kills`` killed in turn
+    (``store``, ``p0``, ``p1``), then every guarantee checked."""
+    with Sentinels(name="venue-sentinel") as sentinels, \
+            SentinelGroup("e2e-store", aof=True, sentinels=sentinels) as store, \
+            SentinelGroup("matching-p0", sentinels=sentinels) as p0, \
+            SentinelGroup("matching-p1", sentinels=sentinels) as p1:
+        groups = {"store": store, "p0": p0, "p1": p1}
+        system = System(tmp_path, store, [p0, p1], inbox_delivery="outbox", lock_ttl="10s",  # type: ignore[arg-type]
+                        store_lines=store_lines)
+        system.start()
+        stop_watch = threading.Event()
+        ready: list[tuple[float, bool, str]] = []
+        try:
+            c1, c2, dc = system.client("CLIENT1"), system.client("CLIENT2"), system.client("DROPCOPY")
+            flow = Flow(c1, c2)
+            watcher = threading.Thread(target=watch_ready, args=(system.gateway.http_port, ready, stop_watch),
+                                       daemon=True)
+            watcher.start()
+            flow.thread.start()
+            time.sleep(3)
+            outcomes = []
+            for n, name in enumerate(kills):
+                group = groups[name]
+                promoted, answered, reasons = failover(group, ready, flow, [c1, c2])
+                outcomes.append((group.group, reasons))
+                print(f"failover {n + 1} of {group.group}: promoted in {promoted:.1f} s; a request sent after the "
+                      f"kill answered {answered:.1f} s after it; /ready meanwhile: {reasons or 'always 200'}")
+                time.sleep(2)
+            flow.stop.set()
+            flow.thread.join(5)
+            sent = flow.sent
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and sum((answers(c1) + answers(c2)).values()) < len(sent):
+                time.sleep(0.2)
+            time.sleep(1)  # anything extra would have arrived by now
+            got = answers(c1) + answers(c2)
+            unanswered = sorted(set(sent) - set(got))
+            twice = sorted(k for k, n in got.items() if n > 1)
+            print(f"{len(sent)} requests sent, {len(got)} answered")
+            assert not unanswered, f"{len(unanswered)} of {len(sent)} requests unanswered: {unanswered[:20]}"
+            assert not twice, f"answered more than once: {twice[:20]}"
+            for c in (c1, c2, dc):
+                seqs = sequence_numbers(c)
+                assert len(seqs) == len(set(seqs)), f"{c.name}: a sequence number came twice"
+            order_fills = fills(c1) | fills(c2)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not order_fills <= fills(dc):
+                time.sleep(0.2)
+            assert order_fills and order_fills <= fills(dc), f"the drop copy lacks {len(order_fills - fills(dc))} fills"
+            for name, reasons in outcomes:
+                assert reasons, f"/ready stayed 200 while {name} had no primary"
+            status, body = http_json(system.gateway.http_port)
+            assert status == 200, f"/ready is true once every datastore is back: {body}"
+        finally:
+            stop_watch.set()
+            system.stop()
+
+
+def test_failovers_of_the_session_store_and_a_partition_leave_no_request_unanswered(tmp_path: Path) -> None:
+    run_venue(tmp_path, ["store", "store", "store", "p1"])
+
+
+def test_with_replica_acks_writes_wait_for_the_old_primary_to_return_as_a_replica(tmp_path: Path) -> None:
+    """replicaAcks = 1: right after the promotion the new primary has no replica, so no write can
+    be acknowledged; the gateway holds them (``failoverWait``) until the old primary is back."""
+    run_venue(tmp_path, ["store"], store_lines="replicaAcks = 1")
