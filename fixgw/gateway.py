@@ -60,6 +60,7 @@ class Gateway:
         # scripts recognise what already landed.
         self.availability = Availability("session store", store_settings.failoverWait,
                                          (StoreUnavailable, NotReplicated))
+        self.metrics.watch_availability(self.availability)
         self.stores = {kind: SessionStore(self.client, lock, on_write=self.metrics.store_write.observe,
                                           replica_acks=store_settings.replicaAcks,
                                           replica_timeout_ms=int(store_settings.replicaAckTimeout * 1000),

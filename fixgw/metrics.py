@@ -6,6 +6,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from sessionstore.availability import Availability
+
 
 class GatewayMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -48,6 +50,18 @@ class GatewayMetrics:
         self.commands_held = Counter("fixgw_commands_held", "Commands a partition's datastore or the broker did not "
                                      "confirm: held and appended again, in order, until it does", ["partition"],
                                      registry=r)
+
+    def watch_availability(self, availability: Availability) -> None:
+        """The session store's availability as gauges read at scrape time (``sessionstore.availability``)."""
+        r = self.registry
+        Gauge("fixgw_session_store_unavailable_seconds", "Seconds since the session store stopped taking writes "
+              "(0 while it takes them)", registry=r).set_function(lambda: availability.down_for or 0.0)
+        Gauge("fixgw_session_store_operations_waiting", "Writes and reads waiting for the session store to take them "
+              "again (a failover)", registry=r).set_function(lambda: availability.holding)
+        Gauge("fixgw_session_store_operations_held", "Operations that had to wait for the session store, since start",
+              registry=r).set_function(lambda: availability.held_total)
+        Gauge("fixgw_session_store_outages", "Times the session store stopped taking writes, since start",
+              registry=r).set_function(lambda: availability.outages)
 
     def sent(self, session: str, msg_type: str, seq: int) -> None:
         """One outbound message (``seq`` 0: a resend, which leaves the next number as it is)."""

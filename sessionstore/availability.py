@@ -24,6 +24,7 @@ T = TypeVar("T")
 
 FIRST_PAUSE_S = 0.02
 MAX_PAUSE_S = 0.5
+SLOW_S = 1.0  # an operation in flight this long is reported (a stalled datastore answers nothing, not an error)
 
 
 class Availability:
@@ -39,6 +40,7 @@ class Availability:
         self._lock = threading.Lock()
         self._down_since: float | None = None
         self._last_error = ""
+        self._in_flight: dict[int, float] = {}  # thread → since when its operation runs
         self.holding = 0  # callers waiting right now
         self.held_total = 0  # operations that had to wait, since start (a metric)
         self.outages = 0  # times it went away, since start
@@ -53,7 +55,9 @@ class Availability:
         """For /ready: what is missing, since when, and how much work waits for it."""
         down = self.down_for
         if down is None:
-            return []
+            started = min(self._in_flight.copy().values(), default=None)  # (copy: atomic, other threads write it)
+            waited = 0.0 if started is None else self._clock() - started
+            return [f"{self.name}: an operation has waited {waited:.1f}s for a reply"] if waited > SLOW_S else []
         return [f"{self.name}: not taking writes for {down:.1f}s ({self.holding} operations held; "
                 f"{self._last_error})"]
 
@@ -63,10 +67,13 @@ class Availability:
         The last transient error is raised when the wait is over."""
         deadline: float | None = None
         pause = FIRST_PAUSE_S
+        me = threading.get_ident()
         while True:
+            self._in_flight[me] = self._clock()
             try:
                 result = operation()
             except self.transient as exc:
+                self._in_flight.pop(me, None)
                 now = self._clock()
                 self._went_away(now, exc)
                 if deadline is None:
@@ -84,6 +91,10 @@ class Availability:
                         self.holding -= 1
                 pause = min(pause * 2, MAX_PAUSE_S)
                 continue
+            except BaseException:
+                self._in_flight.pop(me, None)
+                raise
+            self._in_flight.pop(me, None)
             if self._down_since is not None:
                 self._came_back()
             return result

@@ -331,52 +331,90 @@ class SentinelGroup:
 
 
 class Cluster:
-    """A Valkey Cluster of ``size`` primaries (no replicas), all 16384 slots assigned."""
+    """A Valkey Cluster of ``size`` primaries, all 16384 slots assigned, each primary with
+    ``replicas`` replicas of its own (then a killed primary's replica is promoted)."""
 
-    def __init__(self, size: int = 3, *, aof: bool = False, appendfsync: str = "everysec") -> None:
-        self.nodes = [
-            ValkeyProcess({
+    def __init__(self, size: int = 3, *, aof: bool = False, appendfsync: str = "everysec", replicas: int = 0,
+                 node_timeout_ms: int = 2000) -> None:
+        def node(name: str) -> ValkeyProcess:
+            return ValkeyProcess({
                 "cluster-enabled": "yes",
                 "cluster-config-file": "nodes.conf",
-                "cluster-node-timeout": 2000,
+                "cluster-node-timeout": node_timeout_ms,
                 "cluster-port": free_port(),
                 "appendonly": "yes" if aof else "no",
                 "appendfsync": appendfsync,
-            }, name=f"cluster{i}")
-            for i in range(size)
-        ]
+            }, name=name)
+
+        self.nodes = [node(f"cluster{i}") for i in range(size)]
+        self.replica_nodes = [node(f"cluster{i}-replica{r}") for i in range(size) for r in range(replicas)]
+        self.replicas = replicas
 
     @property
     def addresses(self) -> list[str]:
         return [n.address for n in self.nodes]
 
+    @property
+    def url(self) -> str:
+        """The seeds as one address (``sessionstore.settings.parse_address``): cluster://…."""
+        return f"cluster://{','.join(self.addresses)}"
+
     def start(self) -> Cluster:
         try:
-            for n in self.nodes:
+            for n in [*self.nodes, *self.replica_nodes]:
                 n.start()
             per = 16384 // len(self.nodes)
             for i, n in enumerate(self.nodes):
                 last = 16383 if i == len(self.nodes) - 1 else (i + 1) * per - 1
                 n.client().execute_command("CLUSTER", "ADDSLOTSRANGE", i * per, last)
             first = self.nodes[0].client()
-            for n in self.nodes[1:]:
+            for n in [*self.nodes[1:], *self.replica_nodes]:
                 first.execute_command("CLUSTER", "MEET", HOST, n.port, n.config["cluster-port"])
             _wait(self._ok, "cluster_state:ok on every node", 30)
+            for i, primary in enumerate(self.nodes):
+                node_id = _text(primary.client().execute_command("CLUSTER", "MYID"))
+                for r in self.replica_nodes[i * self.replicas:(i + 1) * self.replicas]:
+                    _wait(lambda r=r, node_id=node_id: _replicate(r, node_id), f"{r.name} to replicate {primary.name}")
+            for r in self.replica_nodes:
+                _wait(lambda r=r: r.client().info("replication").get("master_link_status") == "up",
+                      f"{r.name} to sync", 30)
         except Exception:
             self.stop()
             raise
         return self
 
     def _ok(self) -> bool:
-        for n in self.nodes:
-            info = n.client().execute_command("CLUSTER", "INFO")
-            text = info.decode() if isinstance(info, bytes) else str(info)
-            if "cluster_state:ok" not in text or f"cluster_known_nodes:{len(self.nodes)}" not in text:
+        everyone = [*self.nodes, *self.replica_nodes]
+        for n in everyone:
+            if not n.running:
+                continue
+            info = _text(n.client().execute_command("CLUSTER", "INFO"))
+            if "cluster_state:ok" not in info or f"cluster_known_nodes:{len(everyone)}" not in info:
                 return False
         return True
 
+    def primary_of(self, key: str) -> ValkeyProcess:
+        """The running node that serves ``key``'s slot as a primary now."""
+        slot = int(next(n for n in self.nodes + self.replica_nodes if n.running).client()
+                   .execute_command("CLUSTER", "KEYSLOT", key))
+        for n in [*self.nodes, *self.replica_nodes]:
+            if not n.running:
+                continue
+            for start, end, (host, port, *_), *_ in n.client().execute_command("CLUSTER", "SLOTS"):
+                if start <= slot <= end:
+                    return next(p for p in [*self.nodes, *self.replica_nodes] if p.port == int(port))
+        raise RuntimeError(f"no node serves {key!r}")
+
+    def kill_primary_of(self, key: str, timeout: float = 30.0) -> ValkeyProcess:
+        """SIGKILL the primary serving ``key``; return the replica the cluster promoted."""
+        old = self.primary_of(key)
+        old.kill()
+        _wait(lambda: self.primary_of(key) is not old and self.primary_of(key).client().info("replication")["role"]
+              == "master", f"a replica of {old.name} to be promoted", timeout)
+        return self.primary_of(key)
+
     def stop(self) -> None:
-        for n in self.nodes:
+        for n in [*self.replica_nodes, *self.nodes]:
             n.stop()
 
     def __enter__(self) -> Cluster:
@@ -384,6 +422,19 @@ class Cluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _replicate(replica: ValkeyProcess, primary_id: str) -> bool:
+    """Ask ``replica`` to replicate the node ``primary_id`` (it must know that node first)."""
+    try:
+        replica.client().execute_command("CLUSTER", "REPLICATE", primary_id)
+        return True
+    except redis.exceptions.ResponseError:
+        return False
 
 
 def _wait(condition: Any, what: str, timeout: float = 20.0) -> None:

@@ -112,3 +112,23 @@ def test_a_datastore_is_named_in_one_line_and_written_back_the_same(address: str
 def test_a_bad_address_is_refused_with_the_forms_it_may_take(address: str, reason: str) -> None:
     with pytest.raises(ConfigError, match=reason.replace("/", ".").replace("(", ".")):
         parse_address(address)
+
+
+def test_an_operation_waiting_long_for_a_reply_is_reported_before_it_fails() -> None:
+    """A stalled datastore (paused, or a partition that drops packets) answers nothing: no error
+    for socketTimeout × maxAttempts, yet /ready must already say so."""
+    clock = Clock()
+    availability = Availability("session store", 20.0, (StoreUnavailable,), clock=clock, sleep=clock.sleep)
+    seen: list[list[str]] = []
+
+    def slow() -> str:
+        clock.now += 0.5
+        seen.append(availability.problems())
+        clock.now += 1.0
+        seen.append(availability.problems())
+        return "done"
+
+    assert availability.call(slow) == "done"
+    assert seen[0] == [], "half a second is a slow reply, not a problem"
+    assert seen[1] == ["session store: an operation has waited 1.5s for a reply"]
+    assert availability.problems() == []

@@ -134,16 +134,19 @@ def failover(group: SentinelGroup, ready: list[tuple[float, bool, str]], flow: F
     return promoted, answered, reasons
 
 
-def run_venue(tmp_path: Path, kills: list[str], store_lines: str = "") -> None:
+def run_venue(tmp_path: Path, kills: list[str], store_lines: str = "", shared: bool = False) -> None:
     """The topology, the flow, the primaries of the groups named in ``kills`` killed in turn
-    (``store``, ``p0``, ``p1``), then every guarantee checked."""
+    (``store``, ``p0``, ``p1``), then every guarantee checked. ``shared``: the partitions live on
+    the session store's group instead, and the conductors deliver events to the inboxes
+    themselves (``fixgw up``'s layout, on Sentinel)."""
     with Sentinels(name="venue-sentinel") as sentinels, \
             SentinelGroup("e2e-store", aof=True, sentinels=sentinels) as store, \
             SentinelGroup("matching-p0", sentinels=sentinels) as p0, \
             SentinelGroup("matching-p1", sentinels=sentinels) as p1:
         groups = {"store": store, "p0": p0, "p1": p1}
-        system = System(tmp_path, store, [p0, p1], inbox_delivery="outbox", lock_ttl="10s",  # type: ignore[arg-type]
-                        store_lines=store_lines)
+        partitions = [store, store] if shared else [p0, p1]
+        system = System(tmp_path, store, partitions, inbox_delivery="direct" if shared else "outbox",  # type: ignore[arg-type]
+                        lock_ttl="10s", store_lines=store_lines)
         system.start()
         stop_watch = threading.Event()
         ready: list[tuple[float, bool, str]] = []
@@ -154,7 +157,7 @@ def run_venue(tmp_path: Path, kills: list[str], store_lines: str = "") -> None:
                                        daemon=True)
             watcher.start()
             flow.thread.start()
-            time.sleep(3)
+            time.sleep(1.5)
             outcomes = []
             for n, name in enumerate(kills):
                 group = groups[name]
@@ -162,7 +165,7 @@ def run_venue(tmp_path: Path, kills: list[str], store_lines: str = "") -> None:
                 outcomes.append((group.group, reasons))
                 print(f"failover {n + 1} of {group.group}: promoted in {promoted:.1f} s; a request sent after the "
                       f"kill answered {answered:.1f} s after it; /ready meanwhile: {reasons or 'always 200'}")
-                time.sleep(2)
+                time.sleep(1)
             flow.stop.set()
             flow.thread.join(5)
             sent = flow.sent
@@ -197,7 +200,9 @@ def test_failovers_of_the_session_store_and_a_partition_leave_no_request_unanswe
     run_venue(tmp_path, ["store", "store", "store", "p1"])
 
 
-def test_with_replica_acks_writes_wait_for_the_old_primary_to_return_as_a_replica(tmp_path: Path) -> None:
-    """replicaAcks = 1: right after the promotion the new primary has no replica, so no write can
-    be acknowledged; the gateway holds them (``failoverWait``) until the old primary is back."""
-    run_venue(tmp_path, ["store"], store_lines="replicaAcks = 1")
+def test_one_datastore_holding_everything_with_replica_acks_and_direct_delivery(tmp_path: Path) -> None:
+    """``fixgw up``'s layout on a Sentinel group: the session store and both partitions on one
+    datastore, the conductors appending events to the inboxes in their own commits, and
+    replicaAcks = 1. Right after the promotion the new primary has no replica, so no write can be
+    acknowledged: the gateway holds them (``failoverWait``) until the old primary is back."""
+    run_venue(tmp_path, ["store"], store_lines="replicaAcks = 1", shared=True)

@@ -54,3 +54,35 @@ def test_replica_acks_that_cannot_be_met_are_an_error_not_a_silent_success() -> 
         session = SessionKey("fo", "fsg", "LONELY")
         with pytest.raises(NotReplicated, match="only 0 of 1 replicas"):
             store.stamp_owner(session)
+
+
+def test_store_holds_writes_through_a_cluster_failover_and_loses_none() -> None:
+    """The session's slot loses its primary mid-flow; the cluster promotes its replica (after
+    cluster-node-timeout) and every write made meanwhile waits, then lands there."""
+    import time
+
+    from sessionstore import StoreUnavailable
+    from sessionstore.availability import Availability
+    from sessionstore.embedded import Cluster
+
+    with Cluster(3, replicas=1) as cluster:
+        endpoint = RedisEndpoint(nodes=cluster.addresses, socketTimeout="500ms", connectionTimeout="500ms",
+                                 maxAttempts=2)
+        availability = Availability("session store", 30.0, (StoreUnavailable,))
+        store = SessionStore(connect(endpoint), FixedEpoch(1), availability=availability)
+        session = SessionKey("fo", "fsg", "CLUSTERED")
+        store.stamp_owner(session)
+        for seq in range(1, 51):
+            store.commit_outbound(session, OutboundRecord(seq, seq, b"8", b"z" * 100))
+        primary = cluster.primary_of(session.state)
+        assert primary.client().execute_command("WAIT", 1, 5000) == 1
+        primary.kill()
+        killed = time.monotonic()
+        for seq in range(51, 101):  # the first of these waits for the promotion
+            store.commit_outbound(session, OutboundRecord(seq, seq, b"8", b"z" * 100))
+        held = time.monotonic() - killed
+        assert availability.outages == 1 and availability.problems() == [], "it went away once, and is back"
+        assert cluster.primary_of(session.state) is not primary
+        loaded = store.load(session)
+        assert [m.seq_num for m in loaded.messages] == list(range(1, 101))
+        assert held > 1.0, "the writes really waited for the promotion"
