@@ -41,7 +41,7 @@ from sessionstore.settings import SessionStoreSettings
 from sessionstore.store import NO_INDEX, batch_outcome, write_together
 
 from .config import GatewaySettings, MatchingLink, SessionConfig
-from .credentials import credentials_problem
+from .credentials import LogonLockout, credentials_problem
 from .fixmsg import Inbound, business_reject, filled, filled_body, from_text, inbound, sending_time, wire_bytes
 from .inputs import MAX_SEQ_NUM, logon_problem, split_fields
 from .intake import InboundNumbers, Intake
@@ -56,6 +56,11 @@ ADMIN_TYPES = frozenset({"0", "1", "2", "3", "4", "5", "A"})  # FIX's session-le
 # Fault tests only (tests/test_e2e_faults.py): the process ends between a batch's commit and
 # its sends for this session (``namespace/gateway/name``), as a SIGKILL there would.
 CRASH_AFTER_BATCH_COMMIT = os.environ.get("FIXGW_TEST_CRASH_AFTER_BATCH_COMMIT", "")
+
+
+# Fault tests only (tests/test_hostile_peers.py): the named QuickFIX callback raises once, inside
+# its guard, the first time it runs after the session has logged on once (onCreate: at once).
+FAIL_IN_CALLBACK = os.environ.get("FIXGW_TEST_FAIL_IN_CALLBACK", "")
 
 
 # What QuickFIX understands when a callback raises it (DoNotSend, RejectLogon, the
@@ -190,7 +195,7 @@ class GatewayApplication(fix.Application):  # a SWIG director base
                  behaviour: Behaviour, metrics: GatewayMetrics,
                  last_sent: dict[SessionKey, int], fatal: Callable[[str], None] = die,
                  restore_local_copy: Callable[[SessionConfig], None] = lambda cfg: None,
-                 linger: Linger | None = None) -> None:
+                 linger: Linger | None = None, lockout: LogonLockout | None = None) -> None:
         super().__init__()
         self.sessions = sessions  # by QuickFIX SessionID text
         # Looked up on every callback: built once (the profile showed them on the hot path).
@@ -224,7 +229,11 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         self._sent_marks: dict[SessionKey, list[int]] = {}
         self._delivery_failed: set[str] = set()
         self._silent_since: dict[str, float] = {}  # sessions held by a connection not logged on
-        self._logon_failures: dict[str, int] = {}  # refused credentials per session, for the delay
+        self.lockout = lockout or LogonLockout(5, 60.0)  # refused credentials per session
+        self._logged_on_once = False
+        self.stopping = threading.Event()
+        self._restores: list[threading.Thread] = []  # restores of a local copy after a refused Logon
+        self._faults_injected: set[str] = set()
 
     # --- lookups ----------------------------------------------------------------------
 
@@ -392,11 +401,22 @@ class GatewayApplication(fix.Application):  # a SWIG director base
     # --- QuickFIX callbacks -----------------------------------------------------------
 
     def onCreate(self, sid: fix.SessionID) -> None:  # noqa: N802 (QuickFIX's names)
-        return None
+        try:
+            self._injected_fault("onCreate", always=True)
+        except Exception as exc:  # noqa: BLE001 (never into the bindings)
+            self._unexpected("onCreate", sid, exc)
+
+    def _injected_fault(self, where: str, always: bool = False) -> None:
+        """``FIXGW_TEST_FAIL_IN_CALLBACK``: raise here, once (fault tests only)."""
+        if FAIL_IN_CALLBACK == where and (always or self._logged_on_once) and where not in self._faults_injected:
+            self._faults_injected.add(where)
+            raise RuntimeError(f"injected fault in {where} (FIXGW_TEST_FAIL_IN_CALLBACK)")
 
     def onLogon(self, sid: fix.SessionID) -> None:  # noqa: N802
         with self.watch.running("onLogon", self._name(sid)):
             try:
+                self._logged_on_once = True
+                self._injected_fault("onLogon")
                 cfg, key, store = self._session(sid)
                 try:
                     store.record_connection_start(key)
@@ -410,6 +430,7 @@ class GatewayApplication(fix.Application):  # a SWIG director base
     def onLogout(self, sid: fix.SessionID) -> None:  # noqa: N802
         with self.watch.running("onLogout", self._name(sid)):
             try:
+                self._injected_fault("onLogout")
                 cfg, key, store = self._session(sid)
                 log.info("%s logged out", key)
                 if cfg.reset_on_logout or cfg.reset_on_disconnect:
@@ -421,6 +442,7 @@ class GatewayApplication(fix.Application):  # a SWIG director base
     def toAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
         with self.watch.running("toAdmin", self._name(sid)):
             try:
+                self._injected_fault("toAdmin")
                 self._persist(message, sid)
             except Exception as exc:  # noqa: BLE001
                 # An admin message cannot be vetoed cleanly through the bindings: stop here.
@@ -431,6 +453,8 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         text, delivery = in_flight if in_flight is not None else (sid.toString(), None)
         with self.watch.running("toApp", self._names.get(text, text)):
             try:
+                if FAIL_IN_CALLBACK:
+                    self._injected_fault("toApp")
                 if delivery is None or not self._sent_as_committed(message, text, delivery):
                     self._persist(message, sid, delivery)
             except NotReplicated as exc:
@@ -464,30 +488,47 @@ class GatewayApplication(fix.Application):  # a SWIG director base
 
     def fromAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
         with self.watch.running("fromAdmin", self._name(sid)):
-            if message.getHeader().getField(MSG_TYPE) == "A":
-                raw = message.toString()
-                problem = logon_problem(raw) or self._credentials_problem(sid, raw)
-                if problem is not None:
-                    log.warning("%s: Logon refused: %s", self._name(sid), problem)
-                    self.metrics.refused_logons.labels(self._name(sid)).inc()
-                    self._refused_logon_cleanup(sid)
-                    raise fix.RejectLogon(f"Logon refused: {problem}")  # → Logout with this text
+            try:
+                self._injected_fault("fromAdmin")
+                if message.getHeader().getField(MSG_TYPE) == "A":
+                    raw = message.toString()
+                    problem = logon_problem(raw) or self._credentials_problem(sid, raw)
+                    if problem is not None:
+                        self._refuse_logon(sid, problem)
+            except QUICKFIX_SIGNAL:
+                raise  # RejectLogon: QuickFIX answers it with a Logout carrying the text
+            except Exception as exc:  # noqa: BLE001 (never into the bindings)
+                self._unexpected("fromAdmin", sid, exc)
+                if message.getHeader().getField(MSG_TYPE) == "A":  # a Logon that could not be checked is refused
+                    self._refuse_logon(sid, "could not be checked (internal error: see the gateway's log)")
             self._record_inbound_safely(message, sid, sid.toString(), None)
 
+    def _refuse_logon(self, sid: fix.SessionID, problem: str) -> None:
+        log.warning("%s: Logon refused: %s", self._name(sid), problem)
+        self.metrics.refused_logons.labels(self._name(sid)).inc()
+        self._refused_logon_cleanup(sid)
+        raise fix.RejectLogon(f"Logon refused: {problem}")  # → Logout with this text
+
     def _credentials_problem(self, sid: fix.SessionID, raw: str) -> str | None:
-        """Logon authentication (``SessionConfig.password_hash``). After a refusal the next
-        Logon of the session is answered later and later (0.25 s doubling, at most 5 s): the
-        Logout is what a guesser waits for. The password is never logged."""
+        """Logon authentication (``SessionConfig.password_hash``), with ``credentials.LogonLockout``:
+        refusals answered later and later, and a lockout after a run of them. The password is
+        never logged."""
         cfg, _ = self._keys[sid.toString()]
         if cfg.password_hash is None:
             return None
+        locked = self.lockout.locked_for(cfg.name)
+        if locked:
+            return f"too many refused Logons: locked for {locked:.0f}s more"
         problem = credentials_problem(dict(split_fields(raw)), cfg.username, cfg.password_hash)
-        failures = self._logon_failures.get(cfg.name, 0)
         if problem is None:
-            self._logon_failures.pop(cfg.name, None)
+            self.lockout.accepted(cfg.name)
             return None
-        self._logon_failures[cfg.name] = failures + 1
-        time.sleep(min(0.25 * 2 ** failures, 5.0))
+        delay, locks = self.lockout.refused(cfg.name)
+        if locks:
+            log.warning("%s: locked for %.0fs after %d refused Logons in a row", self._name(sid), self.lockout.lock_s,
+                        self.lockout.after)
+            self.metrics.logon_lockouts.labels(self._name(sid)).inc()
+        time.sleep(delay)
         return problem
 
     def fromApp(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
@@ -495,6 +536,8 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         with self.watch.running("fromApp", self._names.get(text, text)):
             parsed: Inbound | None = None
             try:
+                if FAIL_IN_CALLBACK:
+                    self._injected_fault("fromApp")
                 cfg, _ = self._keys[text]
                 parsed = inbound(message)
                 self.behaviour.on_app_message(parsed, sid, cfg)
@@ -536,7 +579,7 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         def restore() -> None:
             deadline = time.monotonic() + 10
             session = None
-            while session is None and time.monotonic() < deadline:
+            while session is None and time.monotonic() < deadline and not self.stopping.is_set():
                 session = fix.Session.registerSession(sid)  # None while a connection holds it
                 if session is None:
                     time.sleep(0.01)
@@ -553,7 +596,16 @@ class GatewayApplication(fix.Application):  # a SWIG director base
             finally:
                 fix.Session.unregisterSession(sid)
 
-        threading.Thread(target=restore, name=f"restore-{key}", daemon=True).start()
+        thread = threading.Thread(target=restore, name=f"restore-{key}", daemon=True)
+        self._restores = [t for t in self._restores if t.is_alive()] + [thread]
+        thread.start()
+
+    def quiesce(self) -> None:
+        """Before the acceptor stops: no restore of a session's local copy may run beside its
+        teardown (the bindings crashed when one did)."""
+        self.stopping.set()
+        for thread in list(self._restores):
+            thread.join(5)
 
     # --- persistence ------------------------------------------------------------------
 

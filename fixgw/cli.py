@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import re
+import secrets
 import subprocess
 import sys
 import threading
@@ -52,14 +53,33 @@ def _embedded_settings(config: dict[str, Any]) -> dict[str, Any]:
     return table
 
 
+EMBEDDED_PASSWORD_ENV = "FIXGW_EMBEDDED_VALKEY_PASSWORD"  # how the cells `fixgw up` starts get it
+
+
+def embedded_password(data_dir: Path) -> str:
+    """The embedded Valkey's password: made once (random, 32 bytes) and kept beside its data in
+    ``<data_dir>/password``, readable by this user only, so the tools find it there
+    (``passwordFile`` in config/fixgw.toml) and no other local user can read the orders."""
+    path = data_dir / "password"
+    if path.exists():
+        return path.read_text().strip()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    password = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(password + "\n")
+    return password
+
+
 def embedded_server(config: dict[str, Any], gateway_cpus: set[int], *, data_dir: Path | None = None,
-                    port: int | None = None) -> ValkeyProcess:
+                    port: int | None = None, password: str | None = None) -> ValkeyProcess:
     """The Valkey that ``fixgw up`` starts (not started), from the config's ``[embedded]`` table:
     AOF as it says, on the CPUs the gateway's ``gateway_cpus`` leave (``affinity.datastore_cpus``).
     ``data_dir`` / ``port``: as given (None: a temporary directory, a free port)."""
     emb = _embedded_settings(config)
     return standalone(aof=bool(emb.get("aof", True)), appendfsync=emb.get("appendfsync", "everysec"),
                       data_dir=data_dir, port=port, name="fixgw",
+                      **({"requirepass": password} if password else {}),
                       **{"auto-aof-rewrite-min-size": emb.get("aof_rewrite_min_size", AOF_REWRITE_MIN_SIZE),
                          **valkey_cpu_settings(datastore_cpus(gateway_cpus))})
 
@@ -86,7 +106,9 @@ def cmd_up(args: argparse.Namespace) -> int:
             raise ConfigError(f"--transport rabbitmq: {exc}") from None
     data_dir = Path(args.data_dir or emb.get("data_dir", "var/valkey"))
     port = args.port if args.port is not None else int(emb.get("port", 6479))
-    server = embedded_server(config, cpus_for(settings.cpu_affinity), data_dir=data_dir, port=port or None)
+    password = embedded_password(data_dir)
+    server = embedded_server(config, cpus_for(settings.cpu_affinity), data_dir=data_dir, port=port or None,
+                             password=password)
     server.start()
     children: list[subprocess.Popen[bytes]] = []
     unpinned = os.sched_getaffinity(0)  # the cells' CPUs, whatever the gateway's cpu_affinity
@@ -94,13 +116,15 @@ def cmd_up(args: argparse.Namespace) -> int:
     supervisor: threading.Thread | None = None
     try:
         print(f"fixgw: embedded Valkey listening on {server.url} (AOF {'on' if server.config['appendonly'] == 'yes' else 'off'}, "
-              f"data in {data_dir})",
+              f"data in {data_dir}, password in {data_dir / 'password'})",
               flush=True)
         # Everything lives on the embedded Valkey: the session store and every partition.
         store_settings = store_settings.model_copy(update={"url": server.url, "nodes": [], "sentinels": [],
-                                                           "sentinelGroup": None})
+                                                           "sentinelGroup": None, "passwordEnv": None,
+                                                           "passwordFile": data_dir / "password", "username": None})
         matching = matching.model_copy(update={"partition": []})
-        env = {**os.environ, "REDIS_URL": server.url, "MATCHING_PARTITION_COUNT": str(matching.partition_count),
+        env = {**os.environ, "REDIS_URL": server.url, "REDIS_PASSWORD_ENV": EMBEDDED_PASSWORD_ENV,
+               EMBEDDED_PASSWORD_ENV: password, "MATCHING_PARTITION_COUNT": str(matching.partition_count),
                "MATCHING_INSTRUMENTS": str(matching.instruments), "PYTHONPATH": str(ROOT)}
         also = [f"--also={GatewayKey(store_settings.namespace, 'dc').inbox_stream}"] if "dc" in settings.kinds() else []
         env["MATCHING_INBOX_DELIVERY"] = matching.inbox_delivery

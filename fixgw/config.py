@@ -8,6 +8,7 @@ Owns turning them into QuickFIX's own SessionSettings text. Every session is mar
 from __future__ import annotations
 
 import functools
+import ipaddress
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -62,6 +63,29 @@ class SessionConfig(BaseModel):
     # Password(554) matching this scrypt hash (`fixgw passwd` prints one). None = no check.
     username: str | None = None
     password_hash: str | None = None
+    # Who may log on as this session, checked by the front before the engine sees the Logon:
+    # client certificate names (CN or DNS subjectAltName; needs [gateway.tls] client_ca) and
+    # source networks ("10.1.2.0/24", "2001:db8::/32", or one address). Empty: not checked.
+    allowed_subjects: list[str] = Field(default_factory=list)
+    allowed_addresses: list[str] = Field(default_factory=list)
+    # Order entry: the Account(1) values this session may trade under (others are refused with
+    # the reason); empty: any account.
+    allowed_accounts: list[str] = Field(default_factory=list)
+
+    @field_validator("allowed_addresses")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for text in value:
+            try:
+                ipaddress.ip_network(text, strict=False)
+            except ValueError:
+                raise ValueError(f"allowed_addresses: {text!r} is not an address or network (e.g. 10.1.2.0/24)") from None
+        return value
+
+    @property
+    def authenticated(self) -> bool:
+        """A Logon must prove something beyond the CompIDs: a password or a bound certificate."""
+        return self.password_hash is not None or bool(self.allowed_subjects)
 
     @model_validator(mode="after")
     def _credentials(self) -> SessionConfig:
@@ -77,9 +101,10 @@ class SessionConfig(BaseModel):
 
     @model_validator(mode="after")
     def _order_entry_only(self) -> SessionConfig:
-        if self.kind == "dc" and (self.max_messages_per_second is not None or self.cancel_on_disconnect):
-            raise ValueError(f"session {self.name}: max_messages_per_second and cancel_on_disconnect are for "
-                             "order-entry sessions (kind = fsg)")
+        if self.kind == "dc" and (self.max_messages_per_second is not None or self.cancel_on_disconnect
+                                  or self.allowed_accounts):
+            raise ValueError(f"session {self.name}: max_messages_per_second, cancel_on_disconnect and allowed_accounts "
+                             "are for order-entry sessions (kind = fsg); a drop copy filters with accounts")
         return self
 
     def with_defaults(self, sender: str) -> SessionConfig:
@@ -218,8 +243,21 @@ class GatewaySettings(BaseModel):
     max_latency: int = Field(120, ge=1)
     # /ready turns 503 when a QuickFIX callback has run longer than this (a stuck session thread)
     callback_stall_limit: Duration = "10s"  # type: ignore[assignment]
-    # a connection that holds a session this long without logging on is dropped
+    # a connection whose Logon is not answered this long after it connected is dropped (the
+    # front: TLS handshake and Logon included)
     logon_timeout: Duration = "10s"  # type: ignore[assignment]
+    # The front (fixgw/front.py): connections waiting to log on, in all and from one address;
+    # the largest message (BodyLength) taken from a client, before or after its Logon.
+    max_pending_logons: int = Field(256, ge=1)
+    max_pending_logons_per_address: int = Field(64, ge=1)
+    max_message_size: int = Field(65536, ge=512, le=64 * 2**20)
+    # Listening on a non-loopback address with a session that needs neither a password nor a
+    # bound certificate is refused at start; this says you mean it (and is logged loudly).
+    insecure_allow_unauthenticated_sessions: bool = False
+    # Logon authentication: this many refused Logons in a row lock a session for logon_lockout
+    # (every Logon refused meanwhile, the right password included); 0: never locked
+    logon_lockout_after: int = Field(5, ge=0)
+    logon_lockout: Duration = "60s"  # type: ignore[assignment]
     # After an intake cycle that handled more than one request but less than a full batch, pause
     # this long so the next batch grows (matching/linger.py); 0ms: never.
     batch_linger: Duration = "1ms"  # type: ignore[assignment]
@@ -255,6 +293,14 @@ class GatewaySettings(BaseModel):
     def _sessions(self) -> GatewaySettings:
         if not self.session:
             raise ValueError("at least one [[gateway.session]] is needed")
+        bound = [s.name for s in self.session if s.allowed_subjects]
+        if bound and (self.tls is None or self.tls.client_ca is None):
+            raise ValueError(f"sessions {bound}: allowed_subjects needs [gateway.tls] client_ca (client certificates)")
+        open_sessions = [s.name for s in self.session if not s.authenticated]
+        if open_sessions and not self.loopback_only and not self.insecure_allow_unauthenticated_sessions:
+            raise ValueError(f"host {self.host!r} is reachable from other machines, and sessions {open_sessions} log "
+                             "on with their CompIDs alone: give each a password_hash or allowed_subjects, listen on "
+                             "127.0.0.1, or set insecure_allow_unauthenticated_sessions = true")
         self.session = [s.with_defaults(self.sender_comp_id) for s in self.session]
         if self.message_log and any(s.password_hash for s in self.session):
             raise ValueError("message_log = true would write Logon passwords in clear (QuickFIX logs messages as "
@@ -269,20 +315,31 @@ class GatewaySettings(BaseModel):
             SessionKey("x", s.kind, s.name)  # the name must be usable in a key
         return self
 
+    @property
+    def loopback_only(self) -> bool:
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return self.host == "localhost"
+
     def kinds(self) -> list[str]:
         return sorted({s.kind for s in self.session})
 
-    def quickfix_settings(self, store_path: Path) -> str:
-        """QuickFIX's SessionSettings file for these sessions."""
+    def quickfix_settings(self, store_path: Path, engine_port: int | None = None) -> str:
+        """QuickFIX's SessionSettings file for these sessions. ``engine_port``: QuickFIX listens
+        there, on loopback, behind the front (which owns ``host:port`` and any TLS); None: on
+        ``host:port`` itself."""
         full = self.mode == "at"
         dicts = self.dictionaries / "full" if full and (self.dictionaries / "full").is_dir() else self.dictionaries
         lines = [
-            "[DEFAULT]", "ConnectionType=acceptor", f"SocketAcceptHost={self.host}",
-            f"SocketAcceptPort={self.port}", f"FileStorePath={store_path}", "StartTime=00:00:00",
+            "[DEFAULT]", "ConnectionType=acceptor",
+            f"SocketAcceptHost={self.host if engine_port is None else '127.0.0.1'}",
+            f"SocketAcceptPort={self.port if engine_port is None else engine_port}",
+            f"FileStorePath={store_path}", "StartTime=00:00:00",
             "EndTime=00:00:00", "UseDataDictionary=Y", "ValidateUserDefinedFields=Y",
             f"CheckLatency={'Y' if self.check_latency else 'N'}", f"MaxLatency={self.max_latency}",
             "PersistMessages=Y", "SocketReuseAddress=Y", "SocketNodelay=Y",
-            *(self.tls.quickfix_lines() if self.tls is not None else []), "",
+            *(self.tls.quickfix_lines() if self.tls is not None and engine_port is None else []), "",
         ]
         for s in self.session:
             lines += ["[SESSION]", f"BeginString={s.begin_string}", f"SenderCompID={s.sender_comp_id}",

@@ -9,6 +9,7 @@ so nothing more is sent; SIGTERM logs sessions out, releases the locks and exits
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import signal
 import threading
@@ -25,12 +26,15 @@ from matching.linger import Linger
 from sessionstore import DispatcherLock, GatewayKey, NotReplicated, SessionKey, SessionStore, StoreUnavailable, connect
 from sessionstore.availability import Availability
 from sessionstore.connection import check_credentials
+from sessionstore.embedded import free_port
 from sessionstore.settings import SessionStoreSettings
 
 from .affinity import cpus_for, pin_threads
 from .application import Behaviour, GatewayApplication, GatewayContext, die
 from .config import GatewaySettings, MatchingLink, SessionConfig
+from .credentials import LogonLockout
 from .filestore import fresh_directory, write_session
+from .front import Front, FrontLimits, SessionGate, tls_context
 from .metrics import GatewayMetrics
 
 log = logging.getLogger("fixgw.gateway")
@@ -67,6 +71,7 @@ class Gateway:
                                           availability=self.availability)
                        for kind, lock in self.locks.items()}
         self.acceptor: Any = None
+        self.front: Front | None = None
         self.application: GatewayApplication | None = None
         self.active = threading.Event()
         self.stop_requested = threading.Event()
@@ -149,26 +154,49 @@ class Gateway:
     def start_acceptor(self, last_sent: dict[SessionKey, int]) -> None:
         state_dir = Path(self.settings.state_dir)
         cfg_path = state_dir / "quickfix.cfg"
-        cfg_path.write_text(self.settings.quickfix_settings(state_dir / "filestore"))
+        engine_port = free_port()  # QuickFIX on loopback, behind the front
+        cfg_path.write_text(self.settings.quickfix_settings(state_dir / "filestore", engine_port))
         qf_settings = fix.SessionSettings(str(cfg_path))
         sessions = {cfg.session_id_text: cfg for cfg in self.settings.session}
         self.application = GatewayApplication(sessions, self.stores, self.namespace, self.behaviour, self.metrics,
                                               last_sent, restore_local_copy=self.rematerialise,
                                               linger=Linger(self.settings.batch_linger,
-                                                            self.store_settings.dispatchBatchSize))
+                                                            self.store_settings.dispatchBatchSize),
+                                              lockout=LogonLockout(self.settings.logon_lockout_after,
+                                                                   self.settings.logon_lockout))
         logs = []
         if self.settings.message_log:
             log_dir = state_dir / "log"
             log_dir.mkdir(parents=True, exist_ok=True)
             logs.append(fix.FileLogFactory(str(log_dir)))
-        acceptor = fix.ThreadedSSLSocketAcceptor if self.settings.tls is not None else fix.ThreadedSocketAcceptor
-        self.acceptor = acceptor(self.application, fix.FileStoreFactory(qf_settings), qf_settings, *logs)
+        self.acceptor = fix.ThreadedSocketAcceptor(self.application, fix.FileStoreFactory(qf_settings), qf_settings,
+                                                   *logs)
         # before the first connection: a request must never find it unstarted
         self.behaviour.start(self.context(self.application))
         self.acceptor.start()
+        self.front = self._front(engine_port).start()
         self.active.set()
         threading.Thread(target=self._watch_logons, name="logon-watch", daemon=True).start()
         log.info("active: accepting FIX connections on %s:%d", self.settings.host, self.settings.port)
+
+    def _front(self, engine_port: int) -> Front:
+        """The front on ``[gateway] host:port`` (``fixgw/front.py``), passing admissible
+        connections to QuickFIX on ``engine_port``."""
+        s = self.settings
+        gates = {(cfg.target_comp_id or "", cfg.sender_comp_id or ""): SessionGate(
+            cfg.name, tuple(cfg.allowed_subjects),
+            tuple(ipaddress.ip_network(a, strict=False) for a in cfg.allowed_addresses),
+            cfg.password_hash is not None) for cfg in s.session}
+        tls = None
+        if s.tls is not None:
+            tls = tls_context(str(s.tls.certificate), str(s.tls.key),
+                              str(s.tls.client_ca) if s.tls.client_ca is not None else None, s.tls.min_version)
+        limits = FrontLimits(s.max_pending_logons, s.max_pending_logons_per_address, s.logon_timeout,
+                             s.max_message_size)
+        front = Front(s.host, s.port, engine_port, gates, limits, tls,
+                      on_refused=lambda session, reason: self.metrics.front_refused.labels(reason).inc())
+        self.metrics.watch_front(front.counters)
+        return front
 
     def context(self, application: GatewayApplication) -> GatewayContext:
         """What the behaviour is given of this gateway (``GatewayContext``)."""
@@ -187,10 +215,17 @@ class Gateway:
     def stop(self) -> None:
         """Log every session out, then give the locks up so a standby takes over at once."""
         self.behaviour.stop()
+        if self.front is not None:
+            self.front.stop_listening()
         if self.acceptor is not None:
             self.active.clear()
-            self.acceptor.stop()
+            if self.application is not None:
+                self.application.quiesce()
+            self.acceptor.stop()  # the Logouts go out through the front
             self.acceptor = None
+        if self.front is not None:
+            self.front.stop()
+            self.front = None
         if self.application is not None:
             self.application.intake.stop()  # the last inbound numbers, before the lock goes
         for kind, lock in self.locks.items():

@@ -8,6 +8,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from sessionstore.availability import Availability
 
+from .front import FrontCounters
+
 
 class GatewayMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -29,6 +31,10 @@ class GatewayMetrics:
                                        "(the session carried on)", ["session", "callback"], registry=r)
         self.refused_logons = Counter("fixgw_refused_logons", "Logons refused before QuickFIX acted on them",
                                       ["session"], registry=r)
+        self.logon_lockouts = Counter("fixgw_logon_lockouts", "Sessions locked after a run of refused Logons",
+                                      ["session"], registry=r)
+        self.front_refused = Counter("fixgw_front_refused", "Connections the front closed before the engine saw "
+                                     "them, by reason", ["reason"], registry=r)
         self.refused_requests = Counter("fixgw_refused_requests", "Application messages refused with a reject",
                                         ["session", "reason"], registry=r)
         self.events_out_of_order = Counter("fixgw_events_out_of_order", "Undelivered events that arrived behind a "
@@ -50,6 +56,10 @@ class GatewayMetrics:
         self.commands_held = Counter("fixgw_commands_held", "Commands a partition's datastore or the broker did not "
                                      "confirm: held and appended again, in order, until it does", ["partition"],
                                      registry=r)
+
+    def watch_front(self, counters: FrontCounters) -> None:
+        Gauge("fixgw_front_pending_logons", "Connections the front holds that have not logged on yet",
+              registry=self.registry).set_function(lambda: counters.pending)
 
     def watch_availability(self, availability: Availability) -> None:
         """The session store's availability as gauges read at scrape time (``sessionstore.availability``)."""

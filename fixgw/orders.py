@@ -439,6 +439,9 @@ class OrderEntryBehaviour:
     def _new_order(self, r: OrderRequest) -> None:
         session, clordid, cfg = str(r.key), r.fields.get(11, ""), r.cfg
         try:
+            account = r.fields.get(1, "")
+            if cfg.allowed_accounts and account not in cfg.allowed_accounts:
+                raise tr.Refusal("account-not-allowed", f"Account (1) {account!r} is not one this session may trade for")
             req = tr.new_order(r.fields, self.table, session, self.router.partition_count, incarnation())
         except tr.Refusal as refusal:
             view = tr.refused_view(r.fields, session)

@@ -86,9 +86,15 @@ def amqp_url_with_password(url: str, password_env: str | None = None, password_f
         except OSError as exc:
             raise ValueError(f"the AMQP password file {password_file} cannot be read: {exc}") from None
     if secret is None:
-        return url
-    user = parts.username or "guest"
+        # Without one the broker would be asked as its default user (guest), silently.
+        raise ValueError("amqp_url has no password source: name an environment variable (amqp_password_env / "
+                         "MATCHING_AMQP_PASSWORD_ENV) or a file (amqp_password_file / MATCHING_AMQP_PASSWORD_FILE)")
+    if not parts.username:
+        raise ValueError(f"amqp_url must name its user: amqp://user@host:5672/vhost, got {url!r}")
+    user = parts.username
     host = parts.hostname or "127.0.0.1"
+    if ":" in host:  # an IPv6 address keeps its brackets
+        host = f"[{host}]"
     netloc = f"{quote(user, safe='')}:{quote(secret, safe='')}@{host}" + (f":{parts.port}" if parts.port else "")
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
@@ -97,7 +103,8 @@ def redacted(url: str) -> str:
     parts = urlsplit(url)
     if not parts.password:
         return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    host = f"[{parts.hostname}]" if parts.hostname and ":" in parts.hostname else parts.hostname
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 

@@ -134,10 +134,8 @@ def connect(endpoint: RedisEndpoint, *, client_name: str | None = None) -> Redis
     assert endpoint.url is not None
     parsed = redis.ConnectionPool.from_url(endpoint.url)
     conn_kwargs = parsed.connection_kwargs
-    url_password, url_username = conn_kwargs.get("password"), conn_kwargs.get("username")
+    url_username = conn_kwargs.get("username")  # (a password in the URL is refused by the settings)
     conn_kwargs.update(common, retry=_retry(endpoint))
-    if password is None:
-        conn_kwargs["password"] = url_password
     if endpoint.username is None:
         conn_kwargs["username"] = url_username
     pool = IdleBoundedPool(

@@ -12,6 +12,7 @@ import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -109,6 +110,10 @@ class RedisEndpoint(BaseModel):
             raise ValueError(f"choose one topology, not {' and '.join(chosen)}")
         if not chosen:
             raise ValueError("no datastore: set url, nodes (cluster) or sentinels + sentinelGroup")
+        if self.url and urlsplit(self.url).password:
+            # A URL is printed, logged and stored (the partition map, relocation markers): never a secret.
+            raise ValueError("url must not carry a password: set passwordEnv (name of an environment variable) or "
+                             "passwordFile instead")
         for node in [*self.nodes, *self.sentinels]:
             host, _, port = node.rpartition(":")
             if not host or not port.isdigit():

@@ -172,7 +172,7 @@ class System:
                  sessions: str = SESSIONS, gateway_routes: dict[int, str] | None = None,
                  matching: str = "", broker: Broker | None = None, drop_copy_sessions: str = "",
                  inbox_delivery: str = "direct", gateway_lines: str = "", drop_copy_gateway_lines: str = "",
-                 lock_ttl: str = "2s", store_lines: str = "") -> None:
+                 lock_ttl: str = "2s", store_lines: str = "", gateway_env: dict[str, str] | None = None) -> None:
         """``gateway_routes``: partition → the gateway's own ``[[matching.partition]]`` lines
         (its URL and client settings), e.g. through a ``ReplyDroppingProxy``.
         ``drop_copy_sessions``: drop-copy sessions served by a gateway process of their own
@@ -180,7 +180,8 @@ class System:
         ``fixgw up`` starts the cells (direct: a conductor whose partition shares the session
         store's datastore appends events to the inboxes itself; the others fall back to the outbox).
         ``gateway_lines``, ``drop_copy_gateway_lines``: more ``[gateway]`` settings of each gateway;
-        ``lock_ttl``, ``store_lines``: the gateways' lockTtl and more ``[session_store]`` settings."""
+        ``lock_ttl``, ``store_lines``: the gateways' lockTtl and more ``[session_store]`` settings;
+        ``gateway_env``: more environment of the order-entry gateway's process."""
         self.tmp = tmp
         self.store = store
         self.partitions = partitions
@@ -204,7 +205,7 @@ instruments = "{self.instruments}"
         self.gateway_extra = extra  # the [matching] part of a gateway's config here
         self.gateway = GatewayProc(tmp, store.url, name="gateway", fix_port=self.fix_port, mode="gateway",
                                    namespace="e2e", sessions=sessions, lock_ttl=lock_ttl, renewal="500ms", extra=extra,
-                                   gateway_lines=gateway_lines, store_extra=store_lines)
+                                   gateway_lines=gateway_lines, store_extra=store_lines, env=gateway_env)
         self.drop_copy_gateway: GatewayProc | None = None
         self.ports: dict[str, int] = {}  # session name → its gateway's FIX port, where not ``fix_port``
         if drop_copy_sessions:

@@ -114,13 +114,16 @@ def test_fixgw_up_starts_everything_and_stops_cleanly_on_ctrl_c(tmp_path) -> Non
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=tmp_path,
                             env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(__file__))},
                             start_new_session=True)  # its own process group: a failed test kills its children too
-    url = ""
+    url, password = "", None
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert "embedded Valkey listening on redis://127.0.0.1:" in line and "AOF on" in line
         url = line.split(" on ")[1].split()[0]
-        assert redis.Redis.from_url(url).ping()
+        password = (tmp_path / "v" / "password").read_text().strip()  # made by `fixgw up`, 0600
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis.from_url(url).ping()
+        assert redis.Redis.from_url(url, password=password).ping()
         lines = [proc.stdout.readline() for _ in range(5)]
         assert any(f"FIX acceptor on 127.0.0.1:{fix_port}" in ln and "CLIENT1" in ln for ln in lines)
         assert any("fixgw demo" in ln for ln in lines)
@@ -135,7 +138,7 @@ def test_fixgw_up_starts_everything_and_stops_cleanly_on_ctrl_c(tmp_path) -> Non
         for session in (trader, copy):
             report = first_report(session)
             assert b"\x0111=UP-1\x01" in report and b"\x01150=0\x01" in report
-        store = redis.Redis.from_url(url)
+        store = redis.Redis.from_url(url, password=password)
         assert [store.xlen(PartitionKeys(p).events) for p in (0, 1)] == [0, 0]
         # config/fixgw.toml pins the gateway's threads (cpu_affinity = "auto"), not its cells,
         # nor a cell its supervisor starts again (made by one of the pinned threads).
@@ -153,7 +156,7 @@ def test_fixgw_up_starts_everything_and_stops_cleanly_on_ctrl_c(tmp_path) -> Non
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
         with pytest.raises(redis.ConnectionError):
-            redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
+            redis.Redis.from_url(url, socket_connect_timeout=0.5, password=password).ping()
         assert (tmp_path / "v" / "appendonlydir").is_dir()
     finally:
         with contextlib.suppress(ProcessLookupError):  # (nothing left after a clean stop)
@@ -161,7 +164,7 @@ def test_fixgw_up_starts_everything_and_stops_cleanly_on_ctrl_c(tmp_path) -> Non
         proc.wait(10)
         if url:  # the embedded Valkey runs in a session of its own: shut down, if a failure left it up
             with contextlib.suppress(redis.RedisError):
-                redis.Redis.from_url(url, socket_connect_timeout=0.5).shutdown(nosave=True)
+                redis.Redis.from_url(url, socket_connect_timeout=0.5, password=password).shutdown(nosave=True)
 
 
 def test_sentinel_pool_waits_for_a_free_connection_and_honours_idle_bounds(sentinel_group) -> None:  # type: ignore[no-untyped-def]

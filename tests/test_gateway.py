@@ -7,8 +7,6 @@ import signal
 import time
 from pathlib import Path
 
-import pytest
-
 from sessionstore import SessionKey, SessionStore, connect
 from sessionstore.embedded import ValkeyProcess, free_port, standalone
 from sessionstore.settings import RedisEndpoint
@@ -183,11 +181,10 @@ def test_bad_input_is_refused_and_other_sessions_carry_on(tmp_path: Path, valkey
     good = FixClient(tmp_path, port, sender="CLIENT2").start()
     try:
         good.wait_for(lambda: good.logons == 1, "CLIENT2 logon")
-        # garbage bytes: no session can be named, so nothing is answered and nothing breaks
+        # garbage bytes: no session can be named, so nothing is answered: the front closes it
         garbage = RawFixClient(port)
         garbage.conn.send(b"\x00\xffthis is not FIX at all\r\n" * 20)
-        with pytest.raises(TimeoutError):
-            garbage.read(timeout=2)
+        assert garbage.read(timeout=5) is None
         garbage.close()
         # a FIX-framed first message that is not a Logon: disconnected
         not_logon = RawFixClient(port)

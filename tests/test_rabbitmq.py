@@ -301,11 +301,12 @@ def test_a_cell_whose_broker_is_unreachable_stops_at_start_saying_so(tmp_path: P
         try:
             for role in ("conductor", "outbox"):
                 env = {**os.environ, "PYTHONPATH": str(ROOT), "REDIS_URL": server.url, "MATCHING_PARTITION": "0",
-                       "MATCHING_TRANSPORT": "rabbitmq", "MATCHING_AMQP_URL": f"amqp://guest@{HOST}:{port}/"}
+                       "MATCHING_TRANSPORT": "rabbitmq", "MATCHING_AMQP_URL": f"amqp://guest@{HOST}:{port}/",
+                       "MATCHING_AMQP_PASSWORD_ENV": "UNREACHABLE_BROKER_PASSWORD", "UNREACHABLE_BROKER_PASSWORD": "x"}
                 out = subprocess.run([sys.executable, "-m", "matching", role], env=env, capture_output=True, text=True,
                                      timeout=60)
                 assert out.returncode == 2, out.stderr
-                assert f"RabbitMQ at amqp://guest@{HOST}:{port}/ is unreachable or refused us" in out.stderr
+                assert f"RabbitMQ at amqp://guest:***@{HOST}:{port}/ is unreachable or refused us" in out.stderr
         finally:
             closed.close()
 

@@ -1,0 +1,352 @@
+"""The front: what a FIX client reaches first. It owns the listening socket, so nothing a
+client sends before it has logged on can take the gateway down, and QuickFIX only ever sees
+connections that carry a complete, admissible Logon.
+
+Rules of this file:
+- Before its Logon is answered, a connection costs a few kilobytes of the front's and no
+  thread of QuickFIX's: the front reads the Logon itself (bounded in size and time), checks it
+  (the session exists; its certificate and address are the session's; a password sent to a
+  session without one is dropped before any log sees it), and only then connects to QuickFIX
+  on a loopback port of its own and passes the Logon on.
+- Limits: ``max_pending_logons`` connections waiting to log on (``max_pending_logons_per_address``
+  from one address), ``logon_timeout`` from accept to the gateway's Logon answer (TLS handshake
+  included), ``max_message_size`` for every message in either phase, checked on its BodyLength
+  before a byte of it is buffered (``InboundCheck``). A connection over a limit is closed and
+  the reason logged and counted; nothing else changes.
+- TLS (``[gateway.tls]``) ends here, with Python's ``ssl``: only the configured CA is trusted
+  (no default verify paths, so ``SSL_CERT_FILE``/``SSL_CERT_DIR`` and OpenSSL's directory are
+  never read), TLS 1.2+ with ECDHE and AEAD ciphers only.
+
+Knows nothing of sequence numbers or the session store: a refusal here is a closed connection
+(the session's stored numbers cannot answer a connection that never reached it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import re
+import ssl
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .inputs import split_fields
+
+log = logging.getLogger("fixgw.front")
+
+SOH = b"\x01"
+# A message starts "8=<BeginString>|9=<BodyLength>|".
+HEADER = re.compile(rb"8=FIX[^\x01]{0,16}\x019=(\d+)\x01")
+MAX_DIGITS = 10  # a longer BodyLength is over any limit (and ``int`` of thousands of digits refuses)
+TRAILER_LEN = 7  # "10=xxx|"
+SLACK = 64  # the header's own bytes before BodyLength counts
+CHUNK = 65536
+ECDHE_AEAD = "ECDHE+AESGCM:ECDHE+CHACHA20"
+
+
+class InboundCheck:
+    """A client's byte stream, checked as it passes (no message is assembled): every message's
+    claimed BodyLength within the limit, and never more than a message's worth of bytes without
+    a new message header — so the engine behind never buffers more than ``max_size`` plus a
+    header of one message, however the stream is cut or garbled."""
+
+    def __init__(self, max_size: int) -> None:
+        self.max_size = max_size
+        self._since_header = 0
+        self._tail = b""
+
+    def feed(self, chunk: bytes) -> str | None:
+        """The problem with the stream so far, or None."""
+        data = self._tail + chunk
+        last_start = -1
+        for m in HEADER.finditer(data):
+            if over(m.group(1), self.max_size):
+                return f"message of {m.group(1)[:12].decode()} bytes (BodyLength) over max_message_size {self.max_size}"
+            last_start = m.start()
+        if last_start >= 0:
+            self._since_header = len(data) - last_start
+        else:
+            self._since_header += len(chunk)
+        if self._since_header > self.max_size + SLACK + TRAILER_LEN:
+            return f"{self._since_header} bytes without a message header (max_message_size {self.max_size})"
+        self._tail = data[-40:]
+        return None
+
+
+def over(digits: bytes, max_size: int) -> bool:
+    return len(digits) > MAX_DIGITS or int(digits) > max_size
+
+
+def first_message(buffer: bytes, max_size: int) -> tuple[bytes | None, str | None]:
+    """The first complete message of ``buffer`` (or None: more is needed), or a problem. Ends
+    at the SOH of the field after the body (its CheckSum), as the engine's parser reads it."""
+    m = HEADER.search(buffer)
+    if m is None:
+        return None, ("no FIX message header" if len(buffer) > SLACK + 16 else None)
+    if over(m.group(1), max_size):
+        return None, f"message of {m.group(1)[:12].decode()} bytes (BodyLength) over max_message_size {max_size}"
+    end = buffer.find(SOH, m.end() + int(m.group(1)))
+    if end < 0:
+        return None, None
+    return buffer[m.start():end + 1], None
+
+
+def without_field(message: bytes, tag: int) -> bytes:
+    """``message`` without every ``tag=`` field, BodyLength and CheckSum made again."""
+    fields = [f for f in message.split(SOH) if f]
+    kept = [f for f in fields[2:-1] if not f.startswith(b"%d=" % tag)]
+    body = SOH.join(kept) + SOH
+    head = fields[0] + SOH + b"9=%d" % len(body) + SOH
+    checksum = sum(head + body) % 256
+    return head + body + b"10=%03d" % checksum + SOH
+
+
+@dataclass(frozen=True)
+class SessionGate:
+    """What the front checks of a Logon for one session (``SessionConfig``'s security settings)."""
+
+    name: str
+    allowed_subjects: tuple[str, ...] = ()  # certificate CN or DNS name; empty: any (the CA decides)
+    allowed_networks: tuple[Any, ...] = ()  # ipaddress networks; empty: any
+    has_password: bool = False
+
+
+@dataclass
+class FrontLimits:
+    max_pending_logons: int = 256
+    max_pending_logons_per_address: int = 64
+    logon_timeout_s: float = 10.0
+    max_message_size: int = 65536
+
+
+@dataclass
+class FrontCounters:
+    """What the front refused, by reason (metrics read them)."""
+
+    refused: dict[str, int] = field(default_factory=dict)
+    pending: int = 0
+
+    def count(self, reason: str) -> None:
+        self.refused[reason] = self.refused.get(reason, 0) + 1
+
+
+def certificate_names(cert: dict[str, Any] | None) -> set[str]:
+    """The names a peer certificate (``SSLSocket.getpeercert()``) answers to: its CN and DNS SANs."""
+    if not cert:
+        return set()
+    names = {value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName"}
+    names |= {value for kind, value in cert.get("subjectAltName", ()) if kind == "DNS"}
+    return names
+
+
+def logon_refusal(logon: bytes, gates: dict[tuple[str, str], SessionGate], peer: str,
+                  cert: dict[str, Any] | None) -> str | None:
+    """Why this Logon may not reach the engine, or None."""
+    fields = dict(split_fields(logon.decode("latin-1")))
+    if fields.get(35) != "A":
+        return "the first message is not a Logon"
+    gate = gates.get((fields.get(49, ""), fields.get(56, "")))
+    if gate is None:
+        return f"no session {fields.get(49, '')!r} → {fields.get(56, '')!r}"
+    if gate.allowed_networks:
+        address = ipaddress.ip_address(peer)
+        if not any(address in net for net in gate.allowed_networks):
+            return f"session {gate.name}: address {peer} not allowed"
+    if gate.allowed_subjects and not certificate_names(cert) & set(gate.allowed_subjects):
+        names = ", ".join(sorted(certificate_names(cert))) or "no certificate"
+        return f"session {gate.name}: certificate ({names}) not allowed"
+    return None
+
+
+def tls_context(certificate: str, key: str, client_ca: str | None, min_version: str) -> ssl.SSLContext:
+    """The server side of TLS: only ``client_ca`` is trusted (never the default paths)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3 if min_version == "TLSv1.3" else ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(ECDHE_AEAD)  # TLS 1.2; every TLS 1.3 suite is ECDHE + AEAD already
+    ctx.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
+    ctx.load_cert_chain(certificate, key)
+    if client_ca is not None:
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.load_verify_locations(cafile=client_ca)
+    return ctx
+
+
+class Front:
+    """Listens on ``host:port``; passes admissible connections to the engine at ``engine_port``."""
+
+    def __init__(self, host: str, port: int, engine_port: int, gates: dict[tuple[str, str], SessionGate],
+                 limits: FrontLimits, tls: ssl.SSLContext | None = None,
+                 on_refused: Callable[[str, str], None] = lambda session, reason: None) -> None:
+        self.host, self.port, self.engine_port = host, port, engine_port
+        self.gates, self.limits, self.tls = gates, limits, tls
+        self.on_refused = on_refused
+        self.counters = FrontCounters()
+        self._pending_by_address: dict[str, int] = {}
+        self._loop = asyncio.new_event_loop()
+        self._server: asyncio.Server | None = None
+        self._thread = threading.Thread(target=self._loop.run_forever, name="fix-front", daemon=True)
+
+    def start(self) -> Front:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._listen(), self._loop).result(10)
+        return self
+
+    async def _listen(self) -> None:
+        self._server = await asyncio.start_server(
+            self._serve, self.host, self.port, ssl=self.tls, reuse_address=True, limit=CHUNK,
+            ssl_handshake_timeout=self.limits.logon_timeout_s if self.tls is not None else None)
+
+    def stop_listening(self) -> None:
+        """No new connections; those that are open go on (the engine's Logouts pass through)."""
+        async def close() -> None:
+            if self._server is not None:
+                self._server.close()
+        try:
+            asyncio.run_coroutine_threadsafe(close(), self._loop).result(5)
+        except Exception:  # noqa: BLE001 (stopping)
+            pass
+
+    def stop(self) -> None:
+        async def close() -> None:
+            if self._server is not None:
+                self._server.close()
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task():
+                    task.cancel()
+        try:
+            asyncio.run_coroutine_threadsafe(close(), self._loop).result(5)
+        except Exception:  # noqa: BLE001 (stopping: whatever is left goes with the loop)
+            pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+    def _refuse(self, peer: str, session: str, reason: str, kind: str) -> None:
+        log.warning("front: connection from %s refused: %s", peer, reason)
+        self.counters.count(kind)
+        self.on_refused(session, kind)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = str((writer.get_extra_info("peername") or ("?",))[0])
+        limits = self.limits
+        if (self.counters.pending >= limits.max_pending_logons
+                or self._pending_by_address.get(peer, 0) >= limits.max_pending_logons_per_address):
+            self._refuse(peer, "", "too many connections waiting to log on", "pending-logons")
+            writer.transport.abort()
+            return
+        self.counters.pending += 1
+        self._pending_by_address[peer] = self._pending_by_address.get(peer, 0) + 1
+        pending = True
+
+        def logged_on() -> None:
+            nonlocal pending
+            if pending:
+                pending = False
+                self.counters.pending -= 1
+                left = self._pending_by_address.get(peer, 1) - 1
+                if left:
+                    self._pending_by_address[peer] = left
+                else:
+                    self._pending_by_address.pop(peer, None)
+
+        engine_writer: asyncio.StreamWriter | None = None
+        try:
+            try:
+                first = await asyncio.wait_for(self._read_logon(reader, peer), limits.logon_timeout_s)
+            except TimeoutError:
+                self._refuse(peer, "", f"no Logon within logon_timeout ({limits.logon_timeout_s:g}s)", "logon-timeout")
+                return
+            if first is None:
+                return
+            logon, after = first
+            cert = writer.get_extra_info("peercert")
+            refusal = logon_refusal(logon, self.gates, peer, cert)
+            fields = dict(split_fields(logon.decode("latin-1")))
+            gate = self.gates.get((fields.get(49, ""), fields.get(56, "")))
+            if refusal is not None:
+                self._refuse(peer, gate.name if gate else "", refusal, "logon-not-admitted")
+                return
+            assert gate is not None
+            if not gate.has_password and b"\x01554=" in logon:
+                logon = without_field(logon, 554)  # never into a message log or a store
+            engine_reader, engine_writer = await asyncio.open_connection("127.0.0.1", self.engine_port, limit=CHUNK)
+            check = InboundCheck(limits.max_message_size)
+            problem = check.feed(after)
+            if problem is not None:
+                self._refuse(peer, gate.name, problem, "message-size")
+                return
+            engine_writer.write(logon + after)
+            inbound = asyncio.ensure_future(self._client_to_engine(reader, engine_writer, check, peer))
+            outbound = asyncio.ensure_future(self._engine_to_client(engine_reader, writer, logged_on))
+            deadline = asyncio.ensure_future(self._logon_deadline(lambda: pending, peer))
+            done, rest = await asyncio.wait({inbound, outbound, deadline}, return_when=asyncio.FIRST_COMPLETED)
+            for task in rest:
+                task.cancel()
+        except (OSError, ssl.SSLError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 (one connection's bug must not stop the front)
+            log.exception("front: connection from %s failed", peer)
+        finally:
+            logged_on()
+            for w in (writer, engine_writer):
+                if w is not None:
+                    w.transport.abort()
+
+    async def _logon_deadline(self, pending: Callable[[], bool], peer: str) -> None:
+        await asyncio.sleep(self.limits.logon_timeout_s)
+        if pending():
+            self._refuse(peer, "", f"Logon not answered within logon_timeout ({self.limits.logon_timeout_s:g}s)",
+                         "logon-timeout")
+            return
+        await asyncio.Event().wait()  # logged on: this task only ends when cancelled
+
+    async def _read_logon(self, reader: asyncio.StreamReader, peer: str) -> tuple[bytes, bytes] | None:
+        """The first message, and what came behind it in the same reads (passed on after it)."""
+        buffer = b""
+        while True:
+            chunk = await reader.read(CHUNK)
+            if not chunk:
+                return None
+            buffer += chunk
+            logon, problem = first_message(buffer, self.limits.max_message_size)
+            if problem is None and logon is None and len(buffer) > self.limits.max_message_size + SLACK + TRAILER_LEN:
+                problem = f"{len(buffer)} bytes without a complete message (max_message_size)"
+            if problem is not None:
+                self._refuse(peer, "", problem, "message-size")
+                return None
+            if logon is not None:
+                at = buffer.find(logon)
+                if at > 0:  # bytes before the first header: the engine's parser skips them too
+                    self._refuse(peer, "", "bytes before the first message", "logon-not-admitted")
+                    return None
+                return logon, buffer[len(logon):]
+
+    async def _client_to_engine(self, reader: asyncio.StreamReader, engine: asyncio.StreamWriter,
+                                check: InboundCheck, peer: str) -> None:
+        while True:
+            chunk = await reader.read(CHUNK)
+            if not chunk:
+                return
+            problem = check.feed(chunk)
+            if problem is not None:
+                self._refuse(peer, "", problem, "message-size")
+                return
+            engine.write(chunk)
+            await engine.drain()
+
+    async def _engine_to_client(self, engine: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                                logged_on: Callable[[], None]) -> None:
+        answered = False
+        while True:
+            chunk = await engine.read(CHUNK)
+            if not chunk:
+                return
+            if not answered and b"\x0135=A\x01" in chunk:
+                answered = True
+                logged_on()
+            writer.write(chunk)
+            await writer.drain()
