@@ -196,7 +196,7 @@ class MatchingLink(BaseModel):
 
 
 class TlsSettings(BaseModel):
-    """``[gateway.tls]``: the FIX acceptor speaks TLS only (QuickFIX's SSL acceptor)."""
+    """``[gateway.tls]``: the FIX port speaks TLS only, ended by the front (``front.tls_context``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -212,17 +212,6 @@ class TlsSettings(BaseModel):
             if path is not None and not Path(path).is_file():
                 raise ValueError(f"tls.{name}: no such file {path}")
         return self
-
-    def quickfix_lines(self) -> list[str]:
-        # QuickFIX's SSLProtocol takes Apache-style protocol lists.
-        protocols = "-all +TLSv1.3" if self.min_version == "TLSv1.3" else "-all +TLSv1.2 +TLSv1.3"
-        lines = [f"SSLProtocol={protocols}", f"ServerCertificateFile={self.certificate}",
-                 f"ServerCertificateKeyFile={self.key}"]
-        if self.client_ca is not None:
-            lines += [f"CertificationAuthoritiesFile={self.client_ca}", "CertificateVerifyLevel=1"]
-        else:
-            lines.append("CertificateVerifyLevel=0")
-        return lines
 
 
 class GatewaySettings(BaseModel):
@@ -328,7 +317,7 @@ class GatewaySettings(BaseModel):
     def quickfix_settings(self, store_path: Path, engine_port: int | None = None) -> str:
         """QuickFIX's SessionSettings file for these sessions. ``engine_port``: QuickFIX listens
         there, on loopback, behind the front (which owns ``host:port`` and any TLS); None: on
-        ``host:port`` itself."""
+        ``host:port`` itself, in plain TCP (the benchmark's bare acceptor)."""
         full = self.mode == "at"
         dicts = self.dictionaries / "full" if full and (self.dictionaries / "full").is_dir() else self.dictionaries
         lines = [
@@ -339,7 +328,7 @@ class GatewaySettings(BaseModel):
             "EndTime=00:00:00", "UseDataDictionary=Y", "ValidateUserDefinedFields=Y",
             f"CheckLatency={'Y' if self.check_latency else 'N'}", f"MaxLatency={self.max_latency}",
             "PersistMessages=Y", "SocketReuseAddress=Y", "SocketNodelay=Y",
-            *(self.tls.quickfix_lines() if self.tls is not None and engine_port is None else []), "",
+            "",
         ]
         for s in self.session:
             lines += ["[SESSION]", f"BeginString={s.begin_string}", f"SenderCompID={s.sender_comp_id}",

@@ -265,3 +265,107 @@ def test_relocate_refuses_a_password_in_the_target_address(capsys: pytest.Captur
     assert main(["--config", "unused.toml", "--partition", "0", "--to", "redis://:secret@10.0.0.7:6379/0"]) == 2
     err = capsys.readouterr().err
     assert "--to must not carry a password" in err and "secret" not in err
+
+
+def test_a_partition_of_a_running_fixgw_up_system_moves_with_direct_delivery(tmp_path: Path) -> None:
+    """`make run`'s own system (`fixgw up`, the shipped config/fixgw.toml: direct delivery, the
+    partitions on the session store's embedded Valkey) and `fixgw-cell relocate` as a user runs it,
+    to a second Valkey with the same password, while two traders cross orders on BTC-USD (pair 1:
+    partition 1). Every order is answered once — accepted, or refused with the temporary reject
+    while the partition is frozen — orders resting before the move fill after it, the refusal
+    window is printed, and the partition's events equal the reference matcher's."""
+    import os
+    import shutil
+    import signal
+
+    from fixgw.demo import DemoClient
+    from sessionstore.embedded import free_port
+    from tests.gateway_helpers import http_status
+
+    shutil.copytree(ROOT / "config", tmp_path / "config")
+    vport, fport, hport = free_port(), free_port(), free_port()
+    config = tmp_path / "config" / "fixgw.toml"
+    config.write_text(config.read_text().replace("6479", str(vport)))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    up = subprocess.Popen([sys.executable, "-m", "fixgw.cli", "up", "--config", "config/fixgw.toml", "--fix-port",
+                           str(fport), "--http-port", str(hport)], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    clients: list[DemoClient] = []
+    try:
+        wait_until(lambda: http_status(hport) == 200, "fixgw up to be ready", 60)
+        password = (tmp_path / "var" / "valkey" / "password").read_text().strip()
+        store = __import__("redis").Redis(port=vport, password=password)
+        with standalone(requirepass=password) as target:
+            c1, c2 = (DemoClient(tmp_path / "clients", "127.0.0.1", fport, name, "FIXGW") for name in ("CLIENT1", "CLIENT2"))
+            clients += [c1, c2]
+            for c in clients:
+                c.initiator.start()
+                assert c.wait(lambda c=c: c.logged_on, 20)
+            for i in range(5):  # resting before: they must still be in the book after the move
+                c1.order(f"rest{i}", "2", "0.01", "50000.00", symbol="BTC-USD")
+            assert c1.wait(lambda: all(new_reports(c1, f"rest{i}") for i in range(5)), 20)
+            sent: list[tuple[DemoClient, str]] = []
+            stop = threading.Event()
+
+            def flow() -> None:
+                i = 0
+                while not stop.is_set() and i < 500:
+                    c1.order(f"fs{i}", "2", "0.001", "40000.00", symbol="BTC-USD")
+                    c2.order(f"fb{i}", "1", "0.001", "40000.00", symbol="BTC-USD")
+                    sent.extend([(c1, f"fs{i}"), (c2, f"fb{i}")])
+                    i += 1
+                    time.sleep(0.04)
+
+            flowing = threading.Thread(target=flow, daemon=True)
+            flowing.start()
+            time.sleep(0.5)
+            fixgw_cell = str(Path(sys.executable).parent / "fixgw-cell")  # the installed console script
+            done = subprocess.run([fixgw_cell, "relocate", "--config", "config/fixgw.toml", "--partition", "1",
+                                   "--to", target.url, "--timeout", "30", "--wait-cells", "30"], cwd=tmp_path,
+                                  capture_output=True, text=True, timeout=120, env=env)
+            assert done.returncode == 0, done.stdout + done.stderr
+            window = next(line for line in done.stdout.splitlines() if line.startswith("frozen for"))
+            print(f"fixgw up, direct delivery: {window}")
+            time.sleep(1.0)  # the flow goes on against the new datastore
+            stop.set()
+            flowing.join(10)
+            c2.order("sweep", "1", "0.05", "50000.00", symbol="BTC-USD")  # takes what rested before the move
+
+            def answered(c: DemoClient, clordid: str) -> list[dict[int, str]]:
+                return [r for r in new_reports(c, clordid) if r.get(150) in ("0", "8")]
+
+            assert c1.wait(lambda: all(answered(c, cl) for c, cl in sent), 60), \
+                [cl for c, cl in sent if not answered(c, cl)][:10]
+            time.sleep(0.5)
+            assert all(len(answered(c, cl)) == 1 for c, cl in sent), "every order answered once"
+            refused = [cl for c, cl in sent if answered(c, cl)[0].get(150) == "8"]
+            assert all(answered(c, cl)[0].get(103) == "2" for c, cl in sent if cl in refused), "temporary rejects only"
+            assert c2.wait(lambda: any(r.get(39) == "2" and r.get(14) == "0.05" for r in new_reports(c2, "sweep")), 30)
+            assert text(store.hget(partition_map("fixgw"), "1")) == target.url
+
+            commands = []
+            seen: set[str] = set()
+            for _, fields in target.client().xrange(P1.commands):
+                cmd = parse_command(fields[b"command"], 2)
+                if cmd.command_id not in seen:
+                    seen.add(cmd.command_id)
+                    commands.append(cmd)
+            assert len(commands) == 5 + len(sent) - len(refused) + 1
+            ref = ReferenceMatcher(InstrumentTable.load(ROOT / "config" / "instruments.toml").by_pair, "cancel-taker")
+            expected = [e for cmd in commands for e in ref.apply(cmd)]
+            events: dict[str, tuple[tuple[int, int], object]] = {}
+            for _, fields in store.xrange("{fixgw/fsg}/inbox"):
+                event = parse_event(fields[b"event"])
+                if event.partition == MOVED:
+                    ms, _, seq = text(fields[b"x-partition-offset"]).partition("-")
+                    events.setdefault(event.event_id, ((int(ms), int(seq)), event.payload))
+            got = [project(p) for _, p in sorted(events.values(), key=lambda x: x[0])]  # type: ignore[arg-type]
+            assert got == expected
+    finally:
+        for c in clients:
+            c.close()
+        up.send_signal(signal.SIGINT)
+        try:
+            up.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(up.pid, signal.SIGKILL)

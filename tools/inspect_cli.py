@@ -14,8 +14,10 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from sessionstore.codec import (
@@ -29,7 +31,7 @@ from sessionstore.codec import (
 )
 from sessionstore.connection import RedisClient, connect, hash_of_bytes, is_cluster, text_or_none
 from sessionstore.keys import CHUNK_SIZE, SessionKey, parse_key
-from sessionstore.settings import ConfigError, RedisEndpoint, load_session_store
+from sessionstore.settings import ConfigError, RedisEndpoint, describe, load_session_store
 
 PROGRESS_EVERY = 1000  # keys between progress lines on stderr
 
@@ -115,7 +117,7 @@ def _n(v: Any) -> str:
 
 
 def cmd_state(client: RedisClient, args: argparse.Namespace, report: Report) -> Any:
-    session = SessionKey.parse(args.session)
+    session = session_named(client, args.session)
     raw = hash_of_bytes(client.hgetall(session.state))
     if not raw:
         report.problem(session.state, "-", "no such session (state key missing)")
@@ -146,7 +148,7 @@ def cmd_state(client: RedisClient, args: argparse.Namespace, report: Report) -> 
 
 
 def cmd_messages(client: RedisClient, args: argparse.Namespace, report: Report) -> Any:
-    session = SessionKey.parse(args.session)
+    session = session_named(client, args.session)
     raw_state, state = _state_or_problem(client, session, report)
     if not raw_state and not client.exists(session.chunk(0)):
         report.problem(session.state, "-", "no such session (no state, no stored messages)")
@@ -180,7 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--sentinels", help="comma-separated host:port of Sentinels (with --sentinel-group)")
     where.add_argument("--sentinel-group", help="Sentinel group name")
     where.add_argument("--nodes", help="comma-separated cluster seed nodes host:port")
-    where.add_argument("--config", help="TOML file: use its [session_store] settings")
+    where.add_argument("--config", help="TOML file: use its [session_store] settings (default, when no other "
+                       "datastore option is given: config/fixgw.toml, the file `fixgw up` runs with)")
     p.add_argument("--password-env", help="environment variable holding the password")
     p.add_argument("--json", action="store_true", help="print JSON")
     # --json also after the subcommand, where a user types it (SUPPRESS: keep the value set before)
@@ -191,18 +194,31 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--namespace", help="only this namespace")
     s.set_defaults(func=cmd_sessions)
     st = sub.add_parser("state", parents=[after], help="decode one session's state fields")
-    st.add_argument("session", help="namespace/gateway/name")
+    st.add_argument("session", help="namespace/gateway/name, or a session's name alone when only one has it")
     st.set_defaults(func=cmd_state)
     au = sub.add_parser("audit", parents=[after], help="prove each session's store is whole (exit 1 on any problem)")
     au.add_argument("sessions", nargs="*", help="namespace/gateway/name (default: every session found)")
     au.add_argument("--namespace", help="only this namespace (when no session is named)")
     au.set_defaults(func=cmd_audit)
     m = sub.add_parser("messages", parents=[after], help="decode one session's stored outbound messages")
-    m.add_argument("session", help="namespace/gateway/name")
+    m.add_argument("session", help="namespace/gateway/name, or a session's name alone when only one has it")
     m.add_argument("--from", dest="from_", type=int, default=1, help="first seqNum (default 1)")
     m.add_argument("--to", type=int, default=None, help="last seqNum (default lastSentSeqNum)")
     m.set_defaults(func=cmd_messages)
     return p
+
+
+def session_named(client: RedisClient, text: str, found: dict[SessionKey, set[int]] | None = None) -> SessionKey:
+    """``namespace/gateway/name``, or a name alone (``CLIENT1``) when exactly one stored session has it."""
+    if "/" in text:
+        return SessionKey.parse(text)
+    matches = sorted((s for s in (found if found is not None else discover(client, None)) if s.name == text), key=str)
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise ConfigError(f"no stored session is named {text!r} (`fixgw-inspect sessions` lists them)")
+    raise ConfigError(f"{text!r} names {len(matches)} sessions ({', '.join(map(str, matches))}): write "
+                      "namespace/gateway/name")
 
 
 def discover(client: RedisClient, namespace: str | None) -> dict[SessionKey, set[int]]:
@@ -297,7 +313,7 @@ def cmd_audit(client: RedisClient, args: argparse.Namespace, report: Report) -> 
     marked as committed-ahead-of-sending is stored. Also counted (not a problem: a cancel
     reject carries no ExecID): events delivered this session whose ExecID is stored."""
     found = discover(client, args.namespace)
-    names = [SessionKey.parse(s) for s in args.sessions] or sorted(found, key=str)
+    names = [session_named(client, s, found) for s in args.sessions] or sorted(found, key=str)
     rows = [audit_session(client, s, found.get(s, set()), report) for s in names]
     if args.json:
         return {"sessions": rows, "problems": report.problems, "whole": not report.problems}
@@ -310,8 +326,12 @@ def cmd_audit(client: RedisClient, args: argparse.Namespace, report: Report) -> 
 
 
 def endpoint_from(args: argparse.Namespace) -> RedisEndpoint:
+    if not (args.config or args.url or args.nodes or args.sentinels):
+        args.config = str(default_config())
     if args.config:
-        return load_session_store(args.config)
+        settings = load_session_store(args.config)
+        print(f"fixgw-inspect: the session store of {args.config} ({settings.address})", file=sys.stderr)
+        return settings
     data: dict[str, Any] = {"passwordEnv": args.password_env}
     if args.url:
         data["url"] = args.url
@@ -322,8 +342,15 @@ def endpoint_from(args: argparse.Namespace) -> RedisEndpoint:
         data["sentinelGroup"] = args.sentinel_group
     try:
         return RedisEndpoint(**data)
-    except Exception as exc:  # pydantic's message names the option
-        raise ConfigError(str(exc).splitlines()[-2] if "\n" in str(exc) else str(exc)) from None
+    except ValidationError as exc:
+        raise ConfigError(describe(exc, "options")) from None
+
+
+def default_config() -> Path:
+    """The file ``fixgw up`` runs with: ./config/fixgw.toml where the user stands, else the
+    one beside the installed package."""
+    here = Path("config/fixgw.toml")
+    return here if here.is_file() else Path(__file__).resolve().parent.parent / "config" / "fixgw.toml"
 
 
 def main(argv: list[str] | None = None) -> int:
