@@ -58,9 +58,9 @@ ADMIN_TYPES = frozenset({"0", "1", "2", "3", "4", "5", "A"})  # FIX's session-le
 CRASH_AFTER_BATCH_COMMIT = os.environ.get("FIXGW_TEST_CRASH_AFTER_BATCH_COMMIT", "")
 
 
-# Fault tests only (tests/test_hostile_peers.py): the named QuickFIX callback raises once, inside
-# its guard, the first time it runs after the session has logged on once (onCreate: at once).
-FAIL_IN_CALLBACK = os.environ.get("FIXGW_TEST_FAIL_IN_CALLBACK", "")
+# Fault tests only (tests/test_hostile_peers.py): each named QuickFIX callback (comma-separated)
+# raises once, inside its guard, the first time it runs after a logon (onCreate: at once).
+FAIL_IN_CALLBACK = frozenset(filter(None, os.environ.get("FIXGW_TEST_FAIL_IN_CALLBACK", "").split(",")))
 
 
 # What QuickFIX understands when a callback raises it (DoNotSend, RejectLogon, the
@@ -408,7 +408,7 @@ class GatewayApplication(fix.Application):  # a SWIG director base
 
     def _injected_fault(self, where: str, always: bool = False) -> None:
         """``FIXGW_TEST_FAIL_IN_CALLBACK``: raise here, once (fault tests only)."""
-        if FAIL_IN_CALLBACK == where and (always or self._logged_on_once) and where not in self._faults_injected:
+        if where in FAIL_IN_CALLBACK and (always or self._logged_on_once) and where not in self._faults_injected:
             self._faults_injected.add(where)
             raise RuntimeError(f"injected fault in {where} (FIXGW_TEST_FAIL_IN_CALLBACK)")
 

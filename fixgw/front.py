@@ -252,6 +252,7 @@ class Front:
                     self._pending_by_address.pop(peer, None)
 
         engine_writer: asyncio.StreamWriter | None = None
+        refused = True  # until the connection is passed on: then it ends gracefully (what was sent arrives)
         try:
             try:
                 first = await asyncio.wait_for(self._read_logon(reader, peer), limits.logon_timeout_s)
@@ -278,12 +279,15 @@ class Front:
                 self._refuse(peer, gate.name, problem, "message-size")
                 return
             engine_writer.write(logon + after)
+            refused = False
             inbound = asyncio.ensure_future(self._client_to_engine(reader, engine_writer, check, peer))
             outbound = asyncio.ensure_future(self._engine_to_client(engine_reader, writer, logged_on))
             deadline = asyncio.ensure_future(self._logon_deadline(lambda: pending, peer))
             done, rest = await asyncio.wait({inbound, outbound, deadline}, return_when=asyncio.FIRST_COMPLETED)
             for task in rest:
                 task.cancel()
+            refused = outbound not in done and inbound not in done  # the deadline, or a size refusal
+            refused = refused or any(t.result() is False for t in done if t is inbound)
         except (OSError, ssl.SSLError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -293,8 +297,12 @@ class Front:
         finally:
             logged_on()
             for w in (writer, engine_writer):
-                if w is not None:
+                if w is None:
+                    continue
+                if refused:
                     w.transport.abort()
+                else:  # flushed, then FIN: a Logout the engine sent before closing still arrives
+                    w.close()
 
     async def _logon_deadline(self, pending: Callable[[], bool], peer: str) -> None:
         await asyncio.sleep(self.limits.logon_timeout_s)
@@ -326,15 +334,16 @@ class Front:
                 return logon, buffer[len(logon):]
 
     async def _client_to_engine(self, reader: asyncio.StreamReader, engine: asyncio.StreamWriter,
-                                check: InboundCheck, peer: str) -> None:
+                                check: InboundCheck, peer: str) -> bool:
+        """Until the client closes (True) or is refused (False)."""
         while True:
             chunk = await reader.read(CHUNK)
             if not chunk:
-                return
+                return True
             problem = check.feed(chunk)
             if problem is not None:
                 self._refuse(peer, "", problem, "message-size")
-                return
+                return False
             engine.write(chunk)
             await engine.drain()
 

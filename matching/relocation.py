@@ -5,6 +5,11 @@ The steps, each recorded in the partition's relocation marker on the datastore i
 (``PartitionKeys.relocation``, a hash: state, to, at), so that an interrupted run can be run
 again (it goes on from the recorded state) or rolled back (until the switch):
 
+0. **pre-copy** (no marker yet, the partition serving): every key copied to the target and
+   checked against the source, while keyspace notifications record which keys are written
+   meanwhile; only those are copied and checked again while frozen (step 4), so the freeze
+   lasts about as long as the drain and that difference, not a copy of the whole partition.
+   Where notifications cannot be had (a Cluster, CONFIG refused) everything is copied frozen;
 1. **freeze** (state ``frozen``): the marker's existence refuses every append of a command to
    the partition there (the gateway's claim-and-append script and its append script check it):
    a colocated order is answered with a temporary reject (OrdRejReason 2, "partition N is being
@@ -35,6 +40,7 @@ The source keeps its copy (frozen, with the forwarding marker) until an operator
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -42,7 +48,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from sessionstore.connection import RedisClient, text, text_or_none
+from sessionstore.connection import RedisClient, is_cluster, standalone_pool, text, text_or_none
 from sessionstore.keys import partition_map
 
 from .conductor import GROUP as CONDUCTOR_GROUP
@@ -263,9 +269,9 @@ class Relocation:
         versions = [server_version(c) for c in (self.source, self.target)]
         lines.append(f"  server versions: source {versions[0]}, target {versions[1]} (DUMP/RESTORE needs the "
                      "target's version to be the same or newer)")
-        steps = ["freeze", "drain", "stop the cells", "copy", "verify", "switch the partition map",
+        steps = ["pre-copy", "freeze", "drain", "stop the cells", "copy", "verify", "switch the partition map",
                  "cells follow to the target", "routing resumes"]
-        done = ORDER.index(m.get("state")) if m.get("state") in ORDER else 0
+        done = ORDER.index(m.get("state")) + 1 if m.get("state") in ORDER[1:] else 0  # (pre-copy leaves no state)
         lines.append("  steps: " + " → ".join(f"[{s}]" if i < done else s for i, s in enumerate(steps)))
         return lines
 
@@ -305,17 +311,26 @@ class Relocation:
         problem = self._target_problem()
         if problem is not None:
             raise RelocationError(f"target {self.target_address}: {problem}")
-        if state is None:
-            self._mark(FROZEN)
-            self.say("freeze: commands to this partition are refused on the source from now on")
-        if ORDER.index(self.state()) <= ORDER.index(FROZEN):
-            self._drain()
-            self._mark(STOPPING)
-        if ORDER.index(self.state()) <= ORDER.index(STOPPING):
-            self._stop_cells()
-            self._copy()
-            self._mark(COPIED)
-        self._verify()
+        tracker: ChangeTracker | None = None
+        try:
+            if state is None:
+                tracker = self._precopy()
+                self._mark(FROZEN)
+                self.say("freeze: commands to this partition are refused on the source from now on")
+            if ORDER.index(self.state()) <= ORDER.index(FROZEN):
+                self._drain()
+                self._mark(STOPPING)
+            if ORDER.index(self.state()) <= ORDER.index(STOPPING):
+                self._stop_cells()
+                if tracker is not None:
+                    self._copy(tracker.settled())
+                else:
+                    self._copy()
+                self._mark(COPIED)
+            self._verify(tracker.changed if tracker is not None else None)
+        finally:
+            if tracker is not None:
+                tracker.close()
         self._switch()
         if wait_cells_s > 0:
             self._wait_cells(wait_cells_s)
@@ -369,8 +384,35 @@ class Relocation:
         self._wait("stop the cells (they stand down when they see the marker)", gone)
         self.say("stop: conductor and outbox stood down")
 
-    def _copy(self) -> None:
-        names = partition_key_names(self.source, self.keys)
+    def _precopy(self) -> ChangeTracker | None:
+        """Before the freeze, with the cells running: copy every key, watching which are written
+        meanwhile (keyspace notifications), and check the copy against the source, so the
+        freeze only has to copy and check what changed. None where the datastore will not send
+        notifications (a Cluster, or CONFIG refused): the freeze then copies everything."""
+        tracker = ChangeTracker.start(self.source, self.keys)
+        if tracker is None:
+            self.say("pre-copy: keyspace notifications not available here: everything is copied while frozen")
+            return None
+        try:
+            copied = self._copy()
+            names = partition_key_names(self.source, self.keys)
+            on_source, on_target = key_digests(self.source, names), key_digests(self.target, names)
+            tracker.sync()
+            unexplained = [n for n in names if on_source[n] != on_target.get(n) and n not in tracker.changed]
+            if unexplained:
+                raise RelocationError(f"pre-copy: {len(unexplained)} keys differ on the target without having been "
+                                      f"written since, e.g. {unexplained[:5]}")
+        except BaseException:
+            tracker.close()
+            raise
+        self.say(f"pre-copy: {copied} keys copied and checked while the partition served; "
+                 f"{len(tracker.changed)} written meanwhile")
+        return tracker
+
+    def _copy(self, only: set[str] | None = None) -> int:
+        """Every key of the partition to the target (DUMP, RESTORE with its TTL), or ``only``
+        these (a key gone from the source goes from the target). Returns how many."""
+        names = sorted(only - self._not_moved()) if only is not None else partition_key_names(self.source, self.keys)
         self.target.hset(self.keys.relocation, mapping={"state": INCOMING, "from": self.source_address,
                                                         "at": str(int(time.time() * 1000))})
         for i in range(0, len(names), COPY_BATCH):
@@ -382,32 +424,42 @@ class Relocation:
             replies = read.execute()
             write = self.target.pipeline(transaction=False)
             for name, payload, ttl in zip(batch, replies[0::2], replies[1::2]):
-                if payload is None:
-                    continue  # expired since the scan (a dedup record past its window)
+                if payload is None:  # gone from the source (deleted, or expired since the scan)
+                    write.unlink(name)
+                    continue
                 write.restore(name, max(int(ttl), 0), payload, replace=True)
             try:
                 write.execute()
             except ResponseError as exc:
                 raise RelocationError(f"copy: the target refused a key ({exc}); a target older than the source "
                                       "cannot read its DUMP format") from None
-        self.say(f"copy: {len(names)} keys")
+        if only is None:
+            self.say(f"copy: {len(names)} keys")
+        else:
+            self.say(f"copy: the {len(names)} keys written since the pre-copy")
+        return len(names)
 
-    def _verify(self) -> None:
+    def _not_moved(self) -> set[str]:
+        return {self.keys.relocation, self.keys.conductor_lease, self.keys.outbox_lease}
+
+    def _verify(self, changed: set[str] | None = None) -> None:
+        """The same key names on both sides and the same content key by key; ``changed``: only
+        those keys' content (the others were checked after the pre-copy and not written since)."""
         source_names = partition_key_names(self.source, self.keys)
         target_names = partition_key_names(self.target, self.keys)
         if source_names != target_names:
             missing = sorted(set(source_names) - set(target_names))[:5]
             extra = sorted(set(target_names) - set(source_names))[:5]
             raise RelocationError(f"verify: key names differ (missing on the target {missing}, extra {extra})")
-        on_source, on_target = key_digests(self.source, source_names), key_digests(self.target, target_names)
-        differ = [n for n in source_names if on_source[n] != on_target[n]]
+        checked = source_names if changed is None else sorted(set(source_names) & changed)
+        on_source, on_target = key_digests(self.source, checked), key_digests(self.target, checked)
+        differ = [n for n in checked if on_source[n] != on_target[n]]
         if differ:
             raise RelocationError(f"verify: {len(differ)} keys differ, e.g. {differ[:5]}")
         for pair in self.pairs:
-            for side, client in (("source", self.source), ("target", self.target)):
-                result = reconcile(client, self.keys, pair)
-                if not result["healthy"]:
-                    raise RelocationError(f"verify: reconcile of pair {pair} on the {side}: {result['issues'][:5]}")
+            result = reconcile(self.target, self.keys, pair)
+            if not result["healthy"]:
+                raise RelocationError(f"verify: reconcile of pair {pair} on the target: {result['issues'][:5]}")
         counts = summary(self.target, target_names, self.keys)
         self.say("verify: same keys and contents (" + ", ".join(f"{v} {k}" for k, v in counts.items())
                  + f"); reconcile healthy for {len(self.pairs)} pairs")
@@ -436,3 +488,71 @@ class Relocation:
         raise RelocationError(f"cells: no conductor and outbox on the target after {seconds:.0f} s (the partition "
                               "is switched; start them with REDIS_URL of the target, or against the source: they "
                               "follow its marker)")
+
+
+class ChangeTracker:
+    """The partition's keys written on the source since ``start`` (keyspace notifications on a
+    subscription of its own), for the pre-copy. ``sync`` returns once every notification sent
+    before it has been read. The server's notification setting is put back on ``close``."""
+
+    def __init__(self, client: RedisClient, keys: PartitionKeys, previous: str) -> None:
+        self.client, self.keys, self._previous = client, keys, previous
+        self.changed: set[str] = set()
+        self._synced = threading.Event()
+        self._token = f"relocation-sync:{keys.prefix}:{time.time_ns()}"
+        db = int(standalone_pool(client).connection_kwargs.get("db", 0) or 0)
+        self._prefix = f"__keyspace@{db}__:"
+        self._pubsub = client.pubsub(ignore_subscribe_messages=True)
+        self._pubsub.psubscribe(f"{self._prefix}{keys.prefix}:*")
+        self._pubsub.subscribe(self._token)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, name="relocation-tracker", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def start(cls, client: RedisClient, keys: PartitionKeys) -> ChangeTracker | None:
+        if is_cluster(client):
+            return None
+        try:
+            reply: dict[Any, Any] = client.config_get("notify-keyspace-events")
+            previous = text_or_none(reply.get("notify-keyspace-events")) or ""
+            client.config_set("notify-keyspace-events", "".join(sorted(set(previous) | set("KA"))))
+        except ResponseError:
+            return None
+        tracker = cls(client, keys, previous)
+        tracker.sync()  # subscribed before anything is copied
+        return tracker
+
+    def _read(self) -> None:
+        while not self._stop.is_set():
+            try:
+                message = self._pubsub.get_message(timeout=0.1)
+            except Exception:  # noqa: BLE001 (closed under it)
+                return
+            if message is None:
+                continue
+            channel = text(message["channel"])
+            if channel == self._token:
+                self._synced.set()
+            elif message["type"] == "pmessage" and channel.startswith(self._prefix):
+                self.changed.add(channel[len(self._prefix):])
+
+    def sync(self, timeout: float = 30.0) -> None:
+        self._synced.clear()
+        self.client.publish(self._token, "sync")
+        if not self._synced.wait(timeout):
+            raise RelocationError("pre-copy: the keyspace notifications stopped arriving; run the command again")
+
+    def settled(self) -> set[str]:
+        """Every key written up to now (the cells have stood down: nothing more is written)."""
+        self.sync()
+        return set(self.changed)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+        try:
+            self._pubsub.close()
+            self.client.config_set("notify-keyspace-events", self._previous)
+        except Exception:  # noqa: BLE001 (best effort: the setting only adds notifications)
+            pass

@@ -253,10 +253,11 @@ class SentinelGroup:
     ``Sentinels`` it shares with other groups (then those are not stopped with it)."""
 
     def __init__(self, group: str = "mymaster", *, aof: bool = False, appendfsync: str = "everysec",
-                 down_after_ms: int = 1000, sentinels: Sentinels | None = None) -> None:
+                 down_after_ms: int = 1000, sentinels: Sentinels | None = None, **extra: Any) -> None:
+        """``extra``: more server settings of both servers (e.g. repl-diskless-sync-delay)."""
         self.group = group
-        self.primary = standalone(aof=aof, appendfsync=appendfsync, name=f"{group}-a")
-        self.replica = standalone(aof=aof, appendfsync=appendfsync, name=f"{group}-b")
+        self.primary = standalone(aof=aof, appendfsync=appendfsync, name=f"{group}-a", **extra)
+        self.replica = standalone(aof=aof, appendfsync=appendfsync, name=f"{group}-b", **extra)
         self.down_after_ms = down_after_ms
         self._own_sentinels = sentinels is None
         self.watchers = sentinels or Sentinels(name=f"{group}-sentinel")
