@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import redis
 from redis.exceptions import ResponseError
 
 from sessionstore.connection import RedisClient, is_cluster, standalone_pool, text, text_or_none
@@ -502,7 +503,11 @@ class ChangeTracker:
         self._token = f"relocation-sync:{keys.prefix}:{time.time_ns()}"
         db = int(standalone_pool(client).connection_kwargs.get("db", 0) or 0)
         self._prefix = f"__keyspace@{db}__:"
-        self._pubsub = client.pubsub(ignore_subscribe_messages=True)
+        # A connection outside the caller's pool (which may hold one connection only), with its settings.
+        pool = standalone_pool(client)
+        self._own = redis.Redis(connection_pool=redis.ConnectionPool(connection_class=pool.connection_class,
+                                                                     **pool.connection_kwargs))
+        self._pubsub = self._own.pubsub(ignore_subscribe_messages=True)
         self._pubsub.psubscribe(f"{self._prefix}{keys.prefix}:*")
         self._pubsub.subscribe(self._token)
         self._stop = threading.Event()
@@ -553,6 +558,7 @@ class ChangeTracker:
         self._thread.join(2)
         try:
             self._pubsub.close()
+            self._own.close()
             self.client.config_set("notify-keyspace-events", self._previous)
         except Exception:  # noqa: BLE001 (best effort: the setting only adds notifications)
             pass

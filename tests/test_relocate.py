@@ -221,14 +221,14 @@ def test_a_relocation_interrupted_at_any_step_finishes_when_run_again_or_rolls_b
                                 sorted(TEST_INSTRUMENTS), say=said.append, timeout_s=5)
         original = getattr(Relocation, step)
 
-        def interrupted(self: Relocation) -> None:
+        def interrupted(self: Relocation, *args: object) -> None:
             if step == "_copy":  # half the keys copied, then the process dies
                 names = partition_key_names(self.source, self.keys)
                 self.target.hset(self.keys.relocation, mapping={"state": "incoming", "from": self.source_address})
                 for name in names[: len(names) // 2]:
                     self.target.restore(name, 0, self.source.dump(name), replace=True)
             else:
-                original(self)
+                original(self, *args)
             raise Interrupted(step)
 
         monkeypatch.setattr(Relocation, step, interrupted)
@@ -238,6 +238,9 @@ def test_a_relocation_interrupted_at_any_step_finishes_when_run_again_or_rolls_b
         keys = PartitionKeys(0)
         if step != "_switch":
             assert control.hget(partition_map("e2e"), "0") is None, "not switched before the switch"
+        if step == "_copy":  # the first copy is the pre-copy: before the freeze, the partition still serves
+            assert not source.exists(keys.relocation), "not frozen by a pre-copy that stopped"
+        elif step != "_switch":
             assert source.exists(keys.relocation), "still frozen: nothing appends meanwhile"
         if then == "rollback":
             relocation.rollback()
