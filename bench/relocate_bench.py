@@ -116,7 +116,7 @@ def main() -> None:
           f"{'frozen / copy':>14}")
     for n in args.orders:
         keys, frozen, total, floor = one(n)
-        print(f"{n:>14,} {keys:>8,} {frozen:>9.1f} {total:>13.1f} {floor:>13.2f} {frozen / floor:>13.1f}x",
+        print(f"{n:>14,} {keys:>8,} {frozen:>9.2f} {total:>13.1f} {floor:>13.2f} {frozen / floor:>13.2f}x",
               flush=True)
 
 

@@ -1,7 +1,7 @@
 """``python -m matching conductor|outbox`` (console script ``fixgw-cell``): one cell process.
 
 Configuration comes from the environment (seed 000's names, see matching/config.py and
-the README). Bad configuration stops the process before it touches a key or a stream.
+docs/configuration.md). Bad configuration stops the process before it touches a key or a stream.
 SIGTERM/SIGINT release the lease so a standby takes over at once.
 """
 
@@ -33,7 +33,7 @@ from .storage import Inboxes, reconcile
 
 log = logging.getLogger("matching")
 
-RELOCATION_POLL_S = 0.25
+RELOCATION_POLL_S = 0.1  # one HGET of the marker: a relocation's freeze waits this long for the cells
 
 
 def _stop_on_signals() -> threading.Event:
@@ -44,7 +44,7 @@ def _stop_on_signals() -> threading.Event:
 
 
 def _serve(http: CellHttp, what: str, run: Callable[[threading.Event], None], client: RedisClient,
-           partition: int) -> int:
+           partition: int, commands_from_broker: bool = False) -> int:
     """Say what runs and where its endpoints are, then run until SIGTERM/SIGINT, or until a
     relocation of the partition asks the cell to stand down (``relocation.py``)."""
     print(f"matching: {what}, http://127.0.0.1:{http.port}/metrics", flush=True)
@@ -54,7 +54,7 @@ def _serve(http: CellHttp, what: str, run: Callable[[threading.Event], None], cl
     def watch_relocation() -> None:
         while not stop.wait(RELOCATION_POLL_S):
             try:
-                reason = cell_must_stand_down(client, keys)
+                reason = cell_must_stand_down(client, keys, commands_from_broker)
             except RedisError:
                 continue  # the loop itself reports an unreachable datastore
             if reason is not None:
@@ -77,7 +77,8 @@ def follow_relocation(settings: CellSettings, role: str) -> CellSettings:
     for _ in range(8):  # a partition moved several times: each old datastore points on
         client = connect(settings.endpoint(), client_name=f"{role}-p{partition}-boot")
         try:
-            where, detail = cell_location(client, PartitionKeys(partition))
+            where, detail = cell_location(client, PartitionKeys(partition),
+                                          commands_from_broker=role == "conductor" and settings.transport == "rabbitmq")
         except RedisError:
             return settings  # unreachable, or refused: the boot that follows says so, as it always did
         finally:
@@ -177,7 +178,7 @@ def run_conductor(settings: CellSettings, target: str | None = None, also: list[
     http = CellHttp(settings.http_port, conductor.metrics.registry, conductor.ready,
                     lambda pair: reconcile(control, conductor.keys, pair)).start()
     return _serve(http, f"conductor p{conductor.partition} of {settings.partition_count} ({settings.durability})",
-                  conductor.run, control, conductor.partition)
+                  conductor.run, control, conductor.partition, commands_from_broker=conductor.source is not None)
 
 
 def run_outbox(settings: CellSettings, target: str | None, also: list[str],

@@ -160,6 +160,7 @@ class PoisonCommand(Exception):
 
 TRIM_EVERY_S = 60.0  # retention passes over the command stream
 POISON_AFTER = 3  # failures of the same single entry before it is dead-lettered
+IDLE_BLOCK_MS = 200  # an idle read's wait: also the longest a stand-down (a relocation, SIGTERM) waits
 
 
 class SimulatedCrash(BaseException):
@@ -341,7 +342,7 @@ class Conductor:
 
     # --- the loop ---------------------------------------------------------------------
 
-    def step(self, block_ms: int = 1000) -> int:
+    def step(self, block_ms: int = IDLE_BLOCK_MS) -> int:
         """One turn: hold the lease, read a batch (own pending first), process it. Whatever
         fails on the way leaves own pending to be read first: a read that failed may have
         delivered entries to us (its reply lost), and they come before anything newer."""
@@ -701,7 +702,7 @@ class Conductor:
         self._isolate = self._isolate and bool(self._held)
         return len(batch)
 
-    def run(self, stop: threading.Event, block_ms: int = 1000) -> None:
+    def run(self, stop: threading.Event, block_ms: int = IDLE_BLOCK_MS) -> None:
         with own_connection(self.client):  # one connection of its own for the loop's round trips
             self._loop(stop, block_ms)
             try:

@@ -58,7 +58,7 @@ log = logging.getLogger("matching.outbox")
 GROUP = "matching-outbox-v1"
 CLAIM_IDLE_MS = 30_000
 READ_COUNT = 250  # (module docstring, step 4)
-READ_BLOCK_MS = 1000
+READ_BLOCK_MS = 200  # an idle read's wait: also the longest a stand-down (a relocation, SIGTERM) waits
 BACKOFF_BASE_S = 0.1
 BACKOFF_CAP_S = 30.0
 

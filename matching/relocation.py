@@ -14,7 +14,9 @@ again (it goes on from the recorded state) or rolled back (until the switch):
    the partition there (the gateway's claim-and-append script and its append script check it):
    a colocated order is answered with a temporary reject (OrdRejReason 2, "partition N is being
    moved ... send the request again shortly"), nothing claimed; an order already claimed on a
-   gateway whose partition lives elsewhere is held and republished after the switch;
+   gateway whose partition lives elsewhere is held and republished after the switch. With
+   ``transport = "rabbitmq"`` nothing can refuse a publish to the broker: the conductor stands
+   down at the freeze instead, and commands wait in the partition's queue (none refused);
 2. **drain**: wait until the conductor has processed and acknowledged every command, and the
    outbox has published every event;
 3. **stop the cells** (state ``stopping``): conductor and outbox watch the marker, release their
@@ -22,17 +24,18 @@ again (it goes on from the recorded state) or rolled back (until the switch):
 4. **copy** (state ``copied``): every key of the partition (DUMP, then RESTORE with its TTL on
    the target), except the marker and the leases. The target carries a marker of its own
    (``incoming``) until the switch, so nothing appends there early either;
-5. **verify**: the same key names on both sides, the same content key by key (a digest of each
-   key's logical content: books, orders, processed-command and accepted-order records, the
-   streams with their consumer groups), and seed 000's reconcile of every pair of the partition
-   on the target is healthy;
+5. **verify**: the same keys with the same content on both sides (a digest of each key's logical
+   content: books, orders, processed-command and accepted-order records, the streams with their
+   consumer groups) — after a pre-copy, only the keys written since (the pre-copy checked the
+   rest, and the notifications say nothing else changed);
 6. **switch** (state ``moved``): the partition map (``sessionstore.keys.partition_map``) points
    the gateway at the target; the target's marker goes; the source's says where it went;
 7. **start the cells on the target**: a cell started against the old datastore finds the
    ``moved`` marker and follows it (a supervisor's restart is enough); ``--wait-cells`` waits
    until the target's conductor holds its lease;
 8. **resume routing**: the gateway reads the map within half a second and sends there, the
-   held commands first.
+   held commands first. Then, outside the freeze, seed 000's reconcile of every pair on the
+   target is reported.
 
 The source keeps its copy (frozen, with the forwarding marker) until an operator deletes it.
 """
@@ -52,6 +55,7 @@ from redis.exceptions import ResponseError
 from sessionstore.connection import RedisClient, is_cluster, standalone_pool, text, text_or_none
 from sessionstore.keys import partition_map
 
+from .amqp import command_queue
 from .conductor import GROUP as CONDUCTOR_GROUP
 from .keys import PartitionKeys
 from .outbox import GROUP as OUTBOX_GROUP
@@ -73,22 +77,30 @@ def marker(client: RedisClient, keys: PartitionKeys) -> dict[str, str]:
     return {text(k): text(v) for k, v in raw.items()}
 
 
-def cell_location(client: RedisClient, keys: PartitionKeys) -> tuple[str, str | None]:
+def stand_down_states(commands_from_broker: bool) -> frozenset[str]:
+    """The marker states a cell does not run in. A conductor fed by the broker stands down at
+    the freeze already: no marker stops the broker from delivering, so the freeze is the
+    conductor taking no more (what it holds unacknowledged goes back to the queue)."""
+    return STAND_DOWN | {FROZEN} if commands_from_broker else STAND_DOWN
+
+
+def cell_location(client: RedisClient, keys: PartitionKeys, commands_from_broker: bool = False
+                  ) -> tuple[str, str | None]:
     """Where a cell of this partition belongs, read on the datastore it was configured with:
     ('here', None), ('wait', state) while a relocation is under way, or ('moved', address)."""
     m = marker(client, keys)
     state = m.get("state")
     if state == MOVED:
         return "moved", m.get("to")
-    if state in STAND_DOWN:
+    if state in stand_down_states(commands_from_broker):
         return "wait", state
     return "here", None
 
 
-def cell_must_stand_down(client: RedisClient, keys: PartitionKeys) -> str | None:
-    """The reason a running cell stops (the relocation passed ``frozen``), or None."""
+def cell_must_stand_down(client: RedisClient, keys: PartitionKeys, commands_from_broker: bool = False) -> str | None:
+    """The reason a running cell stops (the relocation reached a state it does not run in), or None."""
     state = text_or_none(client.hget(keys.relocation, "state"))
-    if state in STAND_DOWN:
+    if state in stand_down_states(commands_from_broker):
         return f"partition {keys.partition} is being relocated (state {state})"
     return None
 
@@ -242,7 +254,11 @@ class Relocation:
     pairs: list[int]  # the instrument pairs of this partition (reconciled after the copy)
     say: Callable[[str], None] = print
     timeout_s: float = 60.0
+    # ``transport = "rabbitmq"``: the commands wait in the broker's queue, which does not move;
+    # the freeze stops the conductor instead of refusing appends, and nothing is refused.
+    commands_in_broker: bool = False
     keys: PartitionKeys = field(init=False)
+    _frozen_ms: int | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.keys = PartitionKeys(self.partition)
@@ -260,7 +276,11 @@ class Relocation:
         lines = [f"partition {self.partition}: {self.source_address} → {self.target_address}",
                  f"  state: {m.get('state') or 'not relocating'}" + (f" (to {m['to']})" if m.get("to") else ""),
                  "  holds: " + ", ".join(f"{v} {k}" for k, v in counts.items())]
+        if self.commands_in_broker:
+            lines.append(f"  commands: the broker's queue {command_queue(self.partition)} (stays where it is)")
         for stream, group in ((self.keys.commands, CONDUCTOR_GROUP), (self.keys.events, OUTBOX_GROUP)):
+            if stream == self.keys.commands and self.commands_in_broker:
+                continue
             _, how = _group_drained(self.source, stream, group)
             lines.append(f"  {stream}: {how}")
         leases = self._leases_held(self.source)
@@ -317,7 +337,11 @@ class Relocation:
             if state is None:
                 tracker = self._precopy()
                 self._mark(FROZEN)
-                self.say("freeze: commands to this partition are refused on the source from now on")
+                if self.commands_in_broker:
+                    self.say(f"freeze: the conductor takes no more commands; they wait in the broker's queue "
+                             f"{command_queue(self.partition)} from now on")
+                else:
+                    self.say("freeze: commands to this partition are refused on the source from now on")
             if ORDER.index(self.state()) <= ORDER.index(FROZEN):
                 self._drain()
                 self._mark(STOPPING)
@@ -335,6 +359,7 @@ class Relocation:
         self._switch()
         if wait_cells_s > 0:
             self._wait_cells(wait_cells_s)
+        self._report_health()
 
     def rollback(self) -> None:
         """Undo a relocation that has not switched: the target's copy goes, the source serves again."""
@@ -369,8 +394,17 @@ class Relocation:
             time.sleep(0.1)
 
     def _drain(self) -> None:
-        for stream, group, who in ((self.keys.commands, CONDUCTOR_GROUP, "the conductor"),
-                                   (self.keys.events, OUTBOX_GROUP, "the outbox")):
+        if self.commands_in_broker:
+            def conductor_gone() -> tuple[bool, str]:
+                return not self.source.exists(self.keys.conductor_lease), "its lease is still held"
+
+            # It stands down at the freeze after committing its batch; what it held unacknowledged
+            # goes back to the queue for the conductor on the target.
+            self._wait("stop the conductor (it stands down when it sees the marker)", conductor_gone)
+        drains = [(self.keys.events, OUTBOX_GROUP, "the outbox")]
+        if not self.commands_in_broker:
+            drains.insert(0, (self.keys.commands, CONDUCTOR_GROUP, "the conductor"))
+        for stream, group, who in drains:
             def drained(s: str = stream, g: str = group) -> tuple[bool, str]:
                 return _group_drained(self.source, s, g)
 
@@ -395,11 +429,13 @@ class Relocation:
             self.say("pre-copy: keyspace notifications not available here: everything is copied while frozen")
             return None
         try:
-            copied = self._copy()
+            copied = self._copy(announce=False)
             names = partition_key_names(self.source, self.keys)
             on_source, on_target = key_digests(self.source, names), key_digests(self.target, names)
+            extra = set(partition_key_names(self.target, self.keys)) - set(names)
             tracker.sync()
             unexplained = [n for n in names if on_source[n] != on_target.get(n) and n not in tracker.changed]
+            unexplained += sorted(extra - tracker.changed)
             if unexplained:
                 raise RelocationError(f"pre-copy: {len(unexplained)} keys differ on the target without having been "
                                       f"written since, e.g. {unexplained[:5]}")
@@ -410,7 +446,7 @@ class Relocation:
                  f"{len(tracker.changed)} written meanwhile")
         return tracker
 
-    def _copy(self, only: set[str] | None = None) -> int:
+    def _copy(self, only: set[str] | None = None, announce: bool = True) -> int:
         """Every key of the partition to the target (DUMP, RESTORE with its TTL), or ``only``
         these (a key gone from the source goes from the target). Returns how many."""
         names = sorted(only - self._not_moved()) if only is not None else partition_key_names(self.source, self.keys)
@@ -434,48 +470,67 @@ class Relocation:
             except ResponseError as exc:
                 raise RelocationError(f"copy: the target refused a key ({exc}); a target older than the source "
                                       "cannot read its DUMP format") from None
-        if only is None:
-            self.say(f"copy: {len(names)} keys")
-        else:
-            self.say(f"copy: the {len(names)} keys written since the pre-copy")
+        if announce:
+            self.say(f"copy: {len(names)} keys" if only is None else
+                     f"copy: the {len(names)} keys written since the pre-copy")
         return len(names)
 
     def _not_moved(self) -> set[str]:
         return {self.keys.relocation, self.keys.conductor_lease, self.keys.outbox_lease}
 
     def _verify(self, changed: set[str] | None = None) -> None:
-        """The same key names on both sides and the same content key by key; ``changed``: only
-        those keys' content (the others were checked after the pre-copy and not written since)."""
-        source_names = partition_key_names(self.source, self.keys)
-        target_names = partition_key_names(self.target, self.keys)
-        if source_names != target_names:
-            missing = sorted(set(source_names) - set(target_names))[:5]
-            extra = sorted(set(target_names) - set(source_names))[:5]
-            raise RelocationError(f"verify: key names differ (missing on the target {missing}, extra {extra})")
-        checked = source_names if changed is None else sorted(set(source_names) & changed)
+        """The same keys with the same content on both sides (a digest of each key's logical
+        content: books, orders, processed-command and accepted-order records, the streams with
+        their consumer groups). ``changed``: only those keys — the pre-copy checked every other
+        name and content, and the notifications say nothing else was written since — so the
+        check inside the freeze grows with what changed, not with the partition."""
+        if changed is None:
+            source_names = partition_key_names(self.source, self.keys)
+            target_names = partition_key_names(self.target, self.keys)
+            if source_names != target_names:
+                missing = sorted(set(source_names) - set(target_names))[:5]
+                extra = sorted(set(target_names) - set(source_names))[:5]
+                raise RelocationError(f"verify: key names differ (missing on the target {missing}, extra {extra})")
+            checked = source_names
+        else:
+            checked = sorted(changed - self._not_moved())
+        # (A key on one side only has a different digest from the absent key on the other.)
         on_source, on_target = key_digests(self.source, checked), key_digests(self.target, checked)
         differ = [n for n in checked if on_source[n] != on_target[n]]
         if differ:
             raise RelocationError(f"verify: {len(differ)} keys differ, e.g. {differ[:5]}")
-        for pair in self.pairs:
-            result = reconcile(self.target, self.keys, pair)
-            if not result["healthy"]:
-                raise RelocationError(f"verify: reconcile of pair {pair} on the target: {result['issues'][:5]}")
-        counts = summary(self.target, target_names, self.keys)
-        self.say("verify: same keys and contents (" + ", ".join(f"{v} {k}" for k, v in counts.items())
-                 + f"); reconcile healthy for {len(self.pairs)} pairs")
+        self.say(f"verify: the {len(checked)} keys " + ("of the partition" if changed is None else "written since the "
+                 "pre-copy") + " are the same on the target")
+
+    def _report_health(self) -> None:
+        """After the switch, outside the freeze: what the target holds, and seed 000's reconcile
+        of every pair there. The copy is exact (``_verify``), so an unhealthy pair was unhealthy on
+        the source too: reported for the operator, not a reason to keep the partition frozen."""
+        names = partition_key_names(self.target, self.keys)
+        counts = summary(self.target, names, self.keys)
+        unhealthy = [r for r in (reconcile(self.target, self.keys, pair) for pair in self.pairs) if not r["healthy"]]
+        self.say("target holds " + ", ".join(f"{v} {k}" for k, v in counts.items())
+                 + (f"; reconcile healthy for {len(self.pairs)} pairs" if not unhealthy else ""))
+        for result in unhealthy:
+            self.say(f"WARNING: reconcile of pair {result['pairId']} on the target (as on the source): "
+                     f"{result['issues'][:5]}")
 
     def _switch(self) -> None:
         # The map first: were this interrupted before the markers change, the gateway would send
         # to the target, whose ``incoming`` marker still refuses appends until the run is repeated.
         frozen = marker(self.source, self.keys).get("frozen")
+        self._frozen_ms = int(frozen) if frozen is not None else None
         self.control.hset(partition_map(self.namespace), str(self.partition), self.target_address)
         self._mark(MOVED)
         self.target.delete(self.keys.relocation)
         self.say(f"switch: the partition map sends partition {self.partition} to {self.target_address}; cells started "
                  "against the source follow it there")
-        if frozen is not None:
-            self.say(f"frozen for {time.time() - int(frozen) / 1000:.1f} s: orders for partition {self.partition} "
+        if frozen is not None and self.commands_in_broker:
+            self.say(f"frozen for {time.time() - int(frozen) / 1000:.2f} s: orders for partition {self.partition} "
+                     "waited in the broker's queue meanwhile (none refused); they are matched once the conductor "
+                     "runs on the target")
+        elif frozen is not None:
+            self.say(f"frozen for {time.time() - int(frozen) / 1000:.2f} s: orders for partition {self.partition} "
                      "were refused meanwhile where it shares the gateway's datastore (a temporary reject), held "
                      "where it does not")
 
@@ -483,7 +538,9 @@ class Relocation:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             if len(self._leases_held(self.target)) == 2:
-                self.say("cells: conductor and outbox run on the target")
+                since = (f" ({time.time() - self._frozen_ms / 1000:.2f} s after the freeze)"
+                         if self._frozen_ms is not None else "")
+                self.say(f"cells: conductor and outbox run on the target{since}")
                 return
             time.sleep(0.1)
         raise RelocationError(f"cells: no conductor and outbox on the target after {seconds:.0f} s (the partition "

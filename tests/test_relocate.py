@@ -4,11 +4,13 @@ relocation refuses orders clearly and rolls back."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,7 +36,7 @@ from tests.cell_helpers import (
 from tests.flows import TEST_INSTRUMENTS, random_flow
 from tests.gateway_helpers import ROOT, wait_until
 from tests.reference_matcher import ReferenceMatcher, project
-from tests.system_helpers import CellProc, System, reports
+from tests.system_helpers import CellProc, System, broker_missing, rabbitmq_vhost, reports
 
 MOVED = 1  # T10 is pair 19 and T12 pair 21: partition 1 of 2; T11 (pair 20) stays on partition 0
 P1 = PartitionKeys(MOVED)
@@ -221,14 +223,14 @@ def test_a_relocation_interrupted_at_any_step_finishes_when_run_again_or_rolls_b
                                 sorted(TEST_INSTRUMENTS), say=said.append, timeout_s=5)
         original = getattr(Relocation, step)
 
-        def interrupted(self: Relocation, *args: object) -> None:
+        def interrupted(self: Relocation, *args: object, **kwargs: object) -> None:
             if step == "_copy":  # half the keys copied, then the process dies
                 names = partition_key_names(self.source, self.keys)
                 self.target.hset(self.keys.relocation, mapping={"state": "incoming", "from": self.source_address})
                 for name in names[: len(names) // 2]:
                     self.target.restore(name, 0, self.source.dump(name), replace=True)
             else:
-                original(self, *args)
+                original(self, *args, **kwargs)
             raise Interrupted(step)
 
         monkeypatch.setattr(Relocation, step, interrupted)
@@ -270,14 +272,35 @@ def test_relocate_refuses_a_password_in_the_target_address(capsys: pytest.Captur
     assert "--to must not carry a password" in err and "secret" not in err
 
 
-def test_a_partition_of_a_running_fixgw_up_system_moves_with_direct_delivery(tmp_path: Path) -> None:
-    """`make run`'s own system (`fixgw up`, the shipped config/fixgw.toml: direct delivery, the
-    partitions on the session store's embedded Valkey) and `fixgw-cell relocate` as a user runs it,
-    to a second Valkey with the same password, while two traders cross orders on BTC-USD (pair 1:
-    partition 1). Every order is answered once — accepted, or refused with the temporary reject
-    while the partition is frozen — orders resting before the move fill after it, the refusal
-    window is printed, and the partition's events equal the reference matcher's."""
-    import os
+@pytest.fixture(params=["direct", "outbox", "rabbitmq"])
+def delivery(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+    """Each way the shipped system can carry commands and events, as the TOML lines that choose
+    it: the default (direct delivery), the outbox's relay, and the RabbitMQ transport (a virtual
+    host of the test's own on the machine's broker)."""
+    if request.param == "direct":
+        yield "direct", ""
+    elif request.param == "outbox":
+        yield "outbox", 'inbox_delivery = "outbox"\n'
+    else:
+        missing = broker_missing("127.0.0.1", 5672)
+        if missing:
+            if os.environ.get("FIXGW_REQUIRE_RABBITMQ") == "1":
+                pytest.fail(f"FIXGW_REQUIRE_RABBITMQ=1 but {missing}")
+            pytest.skip(f"{missing}: the RabbitMQ transport needs the broker")
+        with rabbitmq_vhost("fixgw-relocate") as broker:
+            yield "rabbitmq", (f'transport = "rabbitmq"\namqp_url = "{broker.url}"\n'
+                               f'amqp_password_env = "{broker.PASSWORD_ENV}"\n')
+
+
+def test_a_partition_of_a_running_fixgw_up_system_moves_in_each_delivery_mode(
+        tmp_path: Path, delivery: tuple[str, str]) -> None:
+    """`make run`'s own system (`fixgw up`, the shipped config/fixgw.toml, the partitions on the
+    session store's embedded Valkey) in each delivery mode, and `fixgw-cell relocate` as a user
+    runs it, to a second Valkey with the same password, while two traders cross orders on BTC-USD
+    (pair 1: partition 1). Every order is answered once — accepted, or (Redis streams) refused
+    with the temporary reject while the partition is frozen; over RabbitMQ none is refused, they
+    wait in the queue — orders resting before the move fill after it, the frozen window is
+    printed, and the partition's events equal the reference matcher's."""
     import shutil
     import signal
 
@@ -288,7 +311,8 @@ def test_a_partition_of_a_running_fixgw_up_system_moves_with_direct_delivery(tmp
     shutil.copytree(ROOT / "config", tmp_path / "config")
     vport, fport, hport = free_port(), free_port(), free_port()
     config = tmp_path / "config" / "fixgw.toml"
-    config.write_text(config.read_text().replace("6479", str(vport)))
+    mode, lines = delivery
+    config.write_text(config.read_text().replace("6479", str(vport)).replace("[matching]\n", "[matching]\n" + lines))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     up = subprocess.Popen([sys.executable, "-m", "fixgw.cli", "up", "--config", "config/fixgw.toml", "--fix-port",
                            str(fport), "--http-port", str(hport)], cwd=tmp_path, stdout=subprocess.DEVNULL,
@@ -328,7 +352,7 @@ def test_a_partition_of_a_running_fixgw_up_system_moves_with_direct_delivery(tmp
                                   capture_output=True, text=True, timeout=120, env=env)
             assert done.returncode == 0, done.stdout + done.stderr
             window = next(line for line in done.stdout.splitlines() if line.startswith("frozen for"))
-            print(f"fixgw up, direct delivery: {window}")
+            print(f"fixgw up, {mode}: {window}")
             time.sleep(1.0)  # the flow goes on against the new datastore
             stop.set()
             flowing.join(10)
@@ -345,6 +369,19 @@ def test_a_partition_of_a_running_fixgw_up_system_moves_with_direct_delivery(tmp
             assert all(answered(c, cl)[0].get(103) == "2" for c, cl in sent if cl in refused), "temporary rejects only"
             assert c2.wait(lambda: any(r.get(39) == "2" and r.get(14) == "0.05" for r in new_reports(c2, "sweep")), 30)
             assert text(store.hget(partition_map("fixgw"), "1")) == target.url
+            if mode == "rabbitmq":
+                # Nothing refused: what came during the freeze waited in the queue. The commands left
+                # no stream to replay through the reference matcher; each pair of crossing orders
+                # fills exactly once instead, and nothing rests at 40000 (the sweep took only the 0.05).
+                assert not refused, f"{len(refused)} orders refused over RabbitMQ"
+
+                def fills(c: DemoClient, clordid: str) -> list[dict[int, str]]:
+                    return [r for r in new_reports(c, clordid) if r.get(39) == "2"]
+
+                assert c1.wait(lambda: all(fills(c, cl) for c, cl in sent), 30), \
+                    [cl for c, cl in sent if not fills(c, cl)][:10]
+                assert all(len(fills(c, cl)) == 1 for c, cl in sent), "each order filled once"
+                return
 
             commands = []
             seen: set[str] = set()

@@ -51,9 +51,6 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError("--to must not carry a password: the partition's configured password setting "
                               "([[matching.partition]] passwordEnv, or the session store's) is used there too")
         _, store, link = load_gateway(args.config)
-        if link.transport != "redis-streams":
-            raise ConfigError("relocate moves a partition whose commands and events are Redis streams "
-                              f"([matching] transport = {link.transport!r})")
         if not 0 <= args.partition < link.partition_count:
             raise ConfigError(f"--partition {args.partition} is outside 0..{link.partition_count - 1}")
         control = connect(store)
@@ -74,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         table = InstrumentTable.load(link.instruments)
         pairs = sorted(p for p in table.by_pair if partition_of(p, link.partition_count) == args.partition)
         relocation = Relocation(args.partition, source, target, control, store.namespace, source_address, target_address,
-                                pairs, say=lambda line: print(line, flush=True), timeout_s=args.timeout)
+                                pairs, say=lambda line: print(line, flush=True), timeout_s=args.timeout,
+                                commands_in_broker=link.transport == "rabbitmq")
         if args.dry_run:
             print("\n".join(relocation.plan()))
             return 0
