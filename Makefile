@@ -19,10 +19,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-# The fast tier while editing: pure logic, no servers or processes (seconds). `make test` runs everything.
-UNIT := tests/test_codec.py tests/test_contracts.py tests/test_domain.py tests/test_fixmsg.py tests/test_inputs.py tests/test_open_views.py tests/test_translation.py tests/test_settings.py
+# The fast tier while editing: every test not marked slow (pure logic, no servers or processes:
+# seconds). `make test` runs everything.
 unit: lint
-	$(VENV)/bin/python -m pytest -q $(UNIT)
+	$(VENV)/bin/python -m pytest -q -m "not slow"
 
 # The linters first (ruff, mypy: seconds), then every test.
 test: lint

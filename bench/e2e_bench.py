@@ -68,7 +68,7 @@ def client(port: int, orders: int, rate: float, seconds: float) -> None:
     # The load generator's own pauses would count as the gateway's latency. Its garbage is
     # acyclic (freed by reference counting), but its bookkeeping grows with every order, and the
     # cyclic collector's full passes over it stopped it for 17–25 ms at a time: the one spike of a
-    # 2,000/s run, 12.7 s in, every run (session 16, gc.callbacks in each process).
+    # 2,000/s run, 12.7 s in, every run (2026-12-02, gc.callbacks in each process).
     gc.disable()
     session = RawSession(port)
     send, conn = session.send, session.conn
@@ -288,7 +288,7 @@ def main() -> None:
     # The same system with the gateway's defaults: its threads wherever the OS puts them, a linger.
     with running_system("fixgw-e2e-floating-") as (system, server):
         floating = measure(system.fix_port, args)
-    # The same system with the drop copy on a gateway process of its own (README: the order
+    # The same system with the drop copy on a gateway process of its own (docs/architecture.md: the order
     # path): the order-entry gateway's dispatcher no longer builds and sends the copies. The two
     # gateways pinned apart: the order entry's to the first CPU, the drop copy's to the last.
     both = {min(pinned), max(os.sched_getaffinity(0))}

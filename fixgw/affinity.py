@@ -4,7 +4,7 @@ The gateway's threads — QuickFIX's (one per connection, calling ``fromApp`` an
 intake's and the dispatcher's — share one GIL, and hand it over at every call into the
 bindings and every socket call. Spread over two CPUs, each hand-over wakes a thread on the
 other CPU, and the one that gave the GIL up waits there, its caches cooling. Measured on this
-project's 2-core machine at 2,000 orders/s (README, session 14): pinned to one CPU, the order
+project's 2-core machine at 2,000 orders/s (docs/benchmarks.md, 2026-12-02 · af21216): pinned to one CPU, the order
 path's p50 went from 7.3–7.8 to 5.3–5.5 ms and its p99 from 13–23 to 8.0–9.3 ms, for 5% less
 CPU an order, and the AT echo from 7.8–9.1k to 13.4–15.9k echoes/s. The OS scheduler cannot
 know this; a deployment can, so it is a setting.
@@ -43,7 +43,7 @@ def datastore_cpus(gateway: set[int]) -> set[int]:
 
     Why: left to the OS, Valkey often runs on the gateway's CPU, and every round trip of the
     gateway then waits for the gateway's own thread to give that CPU up. Measured on this
-    project's 2-core machine (README, Benchmarks, session 16), unloaded (100 orders/s) p50
+    project's 2-core machine (docs/benchmarks.md, 2026-12-02 · 296e3af), unloaded (100 orders/s) p50
     0.91–1.09 → 0.84–0.89 ms (3 alternating pairs), and less CPU an order: the gateway's 0.41–0.44 →
     0.39–0.41 ms, Valkey's 0.21–0.29 → 0.19–0.21."""
     rest = os.sched_getaffinity(0) - gateway

@@ -35,15 +35,18 @@ log = logging.getLogger("fixgw")
 # Valkey's default (64mb) suits a quiet server. This one writes ~6.2–6.6 KB of AOF an order
 # (bench/e2e_bench.py prints it): at 2,000 orders/s it reached 64 MB within 5 s, and each rewrite
 # stalls the order path while Valkey forks and copies the pages it writes meanwhile — on 2 cores
-# the p99 went from 3.1–3.3 to 4.8–7.5 ms in a 5 s window with one (README, Benchmarks, session 16).
+# the p99 went from 3.1–3.3 to 4.8–7.5 ms in a 5 s window with one (docs/benchmarks.md, 2026-12-02 · 296e3af).
 # Bigger costs replay time after a crash: an AOF of 195 MB loaded in 0.5 s here.
 AOF_REWRITE_MIN_SIZE = "512mb"
 _SIZE = re.compile(r"[1-9][0-9]*(?:[kmg]b)?", re.IGNORECASE)
 
 
+EMBEDDED_SETTINGS = frozenset({"port", "aof", "appendfsync", "data_dir", "aof_rewrite_min_size"})
+
+
 def _embedded_settings(config: dict[str, Any]) -> dict[str, Any]:
     table = dict(config.get("embedded", {}))
-    unknown = set(table) - {"port", "aof", "appendfsync", "data_dir", "aof_rewrite_min_size"}
+    unknown = set(table) - EMBEDDED_SETTINGS
     if unknown:
         raise ConfigError(f"[embedded] {', '.join(sorted(unknown))}: unknown setting")
     size = table.get("aof_rewrite_min_size", AOF_REWRITE_MIN_SIZE)

@@ -143,17 +143,17 @@ class MatchingLink(BaseModel):
     partition_count: int = Field(2, ge=1)
     instruments: Path = ROOT / "config" / "instruments.toml"
     idempotency_window: Duration = "24h"  # type: ignore[assignment]
-    # Retention (README): a session's delivered-event records and the views of its closed orders;
+    # Retention (docs/architecture.md): a session's delivered-event records and the views of its closed orders;
     # acknowledged entries of the gateway's inbox streams.
     delivery_retention: Duration = "168h"  # type: ignore[assignment]  # 7 days
     inbox_retention: Duration = "1h"  # type: ignore[assignment]
     retention_interval: Duration = "60s"  # type: ignore[assignment]  # how often the gateway's retention pass runs
     partition: list[PartitionEndpoint] = Field(default_factory=list)  # default: the session store's datastore
-    # How commands reach the cells and events come back (README, transports). rabbitmq: commands
+    # How commands reach the cells and events come back (docs/architecture.md, transports). rabbitmq: commands
     # to the quorum queues matching:commands.pN, events from the topic exchange through one
     # queue per gateway kind into the inbox streams. The password never sits in the URL.
     transport: Literal["redis-streams", "rabbitmq"] = "redis-streams"
-    # For the cells `fixgw up` starts (README, the order path): each event appended to its
+    # For the cells `fixgw up` starts (docs/architecture.md, the order path): each event appended to its
     # inboxes in the conductor's commit ("direct"), or relayed by the outbox worker ("outbox",
     # seed 000's relay). The rabbitmq transport always relays.
     inbox_delivery: Literal["direct", "outbox"] = "direct"
@@ -252,14 +252,14 @@ class GatewaySettings(BaseModel):
     batch_linger: Duration = "1ms"  # type: ignore[assignment]
     # The same for the event dispatcher. Its events come in the cells' commits, grouped
     # already: with the gateway's threads on one CPU (cpu_affinity), no pause at all served
-    # better (session 14: at 2,000 orders/s p50 5.6 → 4.0 ms for 7% more CPU an order; at 500/s
+    # better (docs/benchmarks.md, 2026-12-02 · af21216: at 2,000 orders/s p50 5.6 → 4.0 ms for 7% more CPU an order; at 500/s
     # p50 1.79 → 1.43 ms), config/fixgw.toml sets 0ms; with the threads spread, the pause
     # still paid (p50 7.3–7.8 ms with it, 8.1–8.8 without).
     dispatch_linger: Duration = "1ms"  # type: ignore[assignment]
     # The CPUs every thread of the gateway runs on (``affinity.pin_threads``): "auto" = the
     # first CPU this process may use; a list of CPU numbers; [] = wherever the OS puts them.
     # The gateway's threads share one GIL, so they never run Python on two CPUs at once; kept
-    # on one, each hand-over of the GIL between them stays on that CPU (README, session 14).
+    # on one, each hand-over of the GIL between them stays on that CPU (docs/benchmarks.md).
     cpu_affinity: Literal["auto"] | list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
     session: list[SessionConfig] = Field(default_factory=list)
 

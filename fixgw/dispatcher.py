@@ -237,7 +237,7 @@ class Dispatcher(threading.Thread):
                 for who, (since, why) in waiting if now - since > limit_s]
 
     def retention(self, now_ms: int | None = None) -> tuple[int, int, int]:
-        """One retention pass (README, retention): acknowledged inbox stream entries older than
+        """One retention pass (docs/architecture.md, retention): acknowledged inbox stream entries older than
         ``inbox_retention``; each session's delivered-event records and closed orders' views
         older than ``delivery_retention``. Returns (stream entries, views, event records) removed."""
         link = self.context.matching

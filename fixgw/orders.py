@@ -153,7 +153,7 @@ class HeldCommands:
 
     While a partition has held commands, later ones for it queue behind them (a cancel must
     never overtake its order). A gateway that dies while holding commands loses them; they
-    are the claimed-but-unanswered orders the client sees as pending (README, order path).
+    are the claimed-but-unanswered orders the client sees as pending (docs/architecture.md, order path).
     """
 
     def __init__(self, router: CommandRouter | AmqpCommandRouter, retry_s: float = 0.2, max_retry_s: float = 2.0,

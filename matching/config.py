@@ -110,7 +110,7 @@ class CellSettings(BaseSettings):
     redis_cluster_nodes: str | None = Field(None, validation_alias=_alias("REDIS_CLUSTER_NODES", "redis_cluster_nodes"))
     redis_password_env: str | None = Field(None, validation_alias=_alias("REDIS_PASSWORD_ENV", "redis_password_env"))
     redis_username: str | None = Field(None, validation_alias=_alias("REDIS_USERNAME", "redis_username"))
-    # Seed 000's broker (README, transports): commands from the quorum queue matching:commands.pN,
+    # Seed 000's broker (docs/architecture.md, transports): commands from the quorum queue matching:commands.pN,
     # events to a topic exchange. The password comes from a variable or a file, never the URL.
     transport: Literal["redis-streams", "rabbitmq"] = Field(
         "redis-streams", validation_alias=_alias("MATCHING_TRANSPORT", "transport"))

@@ -9,6 +9,8 @@ from sessionstore import FencedWrite, StoreUnavailable
 from sessionstore.availability import Availability
 from sessionstore.settings import ConfigError, RedisEndpoint, parse_address
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 
 class Clock:
     """Time that moves only when the code under test sleeps."""

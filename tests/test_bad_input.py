@@ -23,6 +23,8 @@ from sessionstore.keys import SessionKey
 from tests.gateway_helpers import GatewayProc, RawFixClient, RawTrader, http_text, parse, wait_until
 from tests.system_helpers import System, summary, wait_reports
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 CLIENT1 = SessionKey("t", "fsg", "CLIENT1")
 
 

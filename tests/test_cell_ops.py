@@ -25,6 +25,8 @@ from sessionstore.settings import ConfigError, RedisEndpoint
 from tests.cell_helpers import cell_client, conductor, projected, run_until_idle, stream_events, submit_all
 from tests.test_conductor import p0_flow, reference_events
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 KEYS = PartitionKeys(0)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -34,6 +34,8 @@ from tests.cell_helpers import (
 )
 from tests.flows import TEST_INSTRUMENTS
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 KEYS = PartitionKeys(0)
 
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from sessionstore.embedded import ValkeyProcess, free_port
 from tests.gateway_helpers import ROOT, GatewayProc
 from tools.fixat import load_formats, run_suite
 
-AT = ROOT.parent / "shared" / "conformance" / "quickfix-at"
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
+AT = ROOT / "tests" / "conformance" / "quickfix-at"  # QuickFIX's definitions (LICENSE-quickfix.txt there)
 AT_SESSIONS = "".join(f"""
 [[gateway.session]]
 name = "{name}"
@@ -21,7 +25,7 @@ validate_fields_have_values = {'false' if name == 'NO_CHECK_FIELDS_HAVE_VALUES' 
 
 
 def test_quickfix_acceptance_suite_passes_on_the_redis_backed_store(tmp_path: Path, valkey: ValkeyProcess) -> None:
-    assert AT.is_dir(), f"the acceptance definitions are expected at {AT} (../shared beside the repo)"
+    assert AT.is_dir(), f"the acceptance definitions are expected at {AT}"
     gw = GatewayProc(tmp_path, valkey.url, name="at", fix_port=free_port(), mode="at", namespace="at",
                      sessions=AT_SESSIONS, extra='sender_comp_id = "ISLD"', lock_ttl="10s", renewal="2s")
     gw.start().wait_active(timeout=60)

@@ -21,6 +21,8 @@ from sessionstore.embedded import ValkeyProcess, standalone
 from sessionstore.settings import RedisEndpoint
 from tools.fixat import RawSession, fix_time
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 
 def test_each_topology_reaches_its_datastore(endpoint: RedisEndpoint) -> None:
     client = connect(endpoint)

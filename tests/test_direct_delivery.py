@@ -29,6 +29,8 @@ from tests.cell_helpers import (
     submit_all,
 )
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 KEYS = PartitionKeys(0)
 DROP_COPY = "test-inbox:dc"
 

@@ -13,6 +13,8 @@ from sessionstore.embedded import standalone
 from sessionstore.keys import GatewayKey
 from tests.system_helpers import System, reports, summary, system_on_one_server, wait_reports
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 
 @pytest.fixture(scope="module")
 def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:

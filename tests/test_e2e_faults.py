@@ -9,6 +9,8 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from fixgw.demo import DemoClient
 from matching.keys import PartitionKeys
 from sessionstore.embedded import ValkeyProcess, standalone
@@ -22,6 +24,8 @@ from tests.system_helpers import (
     summary,
     wait_reports,
 )
+
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
 
 
 def exec_ids(client: DemoClient) -> Counter[str]:
@@ -387,7 +391,7 @@ def test_entries_held_for_a_parked_session_survive_a_gateway_killed_meanwhile(tm
 
 def test_drop_copies_on_a_gateway_process_of_their_own(tmp_path: Path) -> None:
     """Each kind of session has its own lock and inbox, so the drop copies can be served by a
-    gateway process of their own in the same namespace (its own GIL and core: README, the
+    gateway process of their own in the same namespace (its own GIL and core: docs/architecture.md, the
     order path's figures): every report of the order-entry sessions reaches the drop copy,
     once, and a takeover of either gateway leaves the other serving."""
     from tests.gateway_helpers import GatewayProc

@@ -8,6 +8,8 @@ from sessionstore import FixedEpoch, OutboundRecord, SessionKey, SessionStore, c
 from sessionstore.embedded import SentinelGroup
 from sessionstore.settings import RedisEndpoint
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 
 def test_store_reconnects_to_the_promoted_replica_after_the_primary_dies() -> None:
     with SentinelGroup("failover", aof=True, appendfsync="always") as group:

@@ -7,11 +7,15 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from sessionstore import SessionKey, SessionStore, connect
 from sessionstore.embedded import ValkeyProcess, free_port, standalone
 from sessionstore.settings import RedisEndpoint
 from sessionstore.store import FixedEpoch
 from tests.gateway_helpers import FixClient, GatewayProc, RawFixClient, body_without, fields, http_text
+
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
 
 CLIENT1 = SessionKey("t", "fsg", "CLIENT1")
 VOLATILE = {"43", "122", "52", "9", "10"}  # what a resend may change (PossDup, times, length, checksum)

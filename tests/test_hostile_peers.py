@@ -23,6 +23,8 @@ from tests.test_gateway import orders_round_trip
 from tests.test_tls import certs, make_ca, make_cert  # noqa: F401 (the module's certificates fixture)
 from tools.fixat import Connection, frame
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 HASH = hash_password("s3cret-pass", salt=b"0123456789abcdef")
 PROTECTED = f'[[gateway.session]]\nname = "CLIENT1"\nusername = "alice"\npassword_hash = "{HASH}"\n' \
             '[[gateway.session]]\nname = "CLIENT2"\n'

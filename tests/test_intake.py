@@ -14,6 +14,8 @@ from sessionstore import FixedEpoch, SessionKey, SessionStore, StoreError, conne
 from sessionstore.settings import RedisEndpoint
 from tests.store_helpers import CountedStore
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 
 @dataclass
 class Claiming:

@@ -19,6 +19,8 @@ from sessionstore import (
 from sessionstore.embedded import ValkeyProcess
 from sessionstore.settings import RedisEndpoint
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 
 def gateway() -> GatewayKey:
     return GatewayKey("locktest", f"g{uuid.uuid4().hex[:8]}")

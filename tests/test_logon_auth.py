@@ -16,6 +16,8 @@ from sessionstore.embedded import ValkeyProcess, free_port
 from tests.gateway_helpers import GatewayProc, RawFixClient, parse
 from tests.test_bad_input import CLIENT1
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 HASH = hash_password("s3cret-pass", salt=b"0123456789abcdef")
 SESSIONS = f'[[gateway.session]]\nname = "CLIENT1"\nusername = "alice"\npassword_hash = "{HASH}"\n'
 

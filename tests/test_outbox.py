@@ -14,6 +14,8 @@ from matching.outbox import GROUP, OutboxWorker, RedisStreamsPublisher, backoff_
 from sessionstore.embedded import ValkeyProcess, standalone
 from tests.cell_helpers import accepted
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 KEYS = PartitionKeys(0)
 INBOX = "{fix/fsg}/inbox"
 DC = "{fix/dc}/inbox"

@@ -48,6 +48,8 @@ from tests.system_helpers import (
     wait_reports,
 )
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 HOST, PORT = "127.0.0.1", 5672
 REQUIRED = os.environ.get("FIXGW_REQUIRE_RABBITMQ") == "1"
 

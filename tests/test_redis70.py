@@ -30,6 +30,8 @@ from tests.cell_helpers import (
 from tests.conftest import REDIS70_DB, SharedRedis, shared_redis_70
 from tests.system_helpers import System, summary, wait_reports
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 
 @pytest.fixture
 def redis70() -> Iterator[SharedRedis]:

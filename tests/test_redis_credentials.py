@@ -19,6 +19,8 @@ from sessionstore.settings import ConfigError
 from tests.flows import TEST_INSTRUMENTS
 from tests.gateway_helpers import GatewayProc, RawFixClient, parse
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 ACL = {"requirepass": "default-secret", "user": "alice on >alice-secret ~* &* +@all"}
 
 

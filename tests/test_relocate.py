@@ -38,6 +38,8 @@ from tests.gateway_helpers import ROOT, wait_until
 from tests.reference_matcher import ReferenceMatcher, project
 from tests.system_helpers import CellProc, System, broker_missing, rabbitmq_vhost, reports
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 MOVED = 1  # T10 is pair 19 and T12 pair 21: partition 1 of 2; T11 (pair 20) stays on partition 0
 P1 = PartitionKeys(MOVED)
 

@@ -12,6 +12,8 @@ import pytest
 from tests.gateway_helpers import wait_until
 from tests.system_helpers import System, system_on_one_server, wait_reports
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 WINDOWS = """
 idempotency_window = "2s"
 delivery_retention = "3s"

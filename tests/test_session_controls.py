@@ -10,6 +10,8 @@ import pytest
 from tests.gateway_helpers import http_text
 from tests.system_helpers import System, reports, system_on_one_server, wait_reports
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 SESSIONS = """
 [[gateway.session]]
 name = "CLIENT1"

@@ -23,6 +23,8 @@ from sessionstore.settings import RedisEndpoint
 from sessionstore.store import batch_outcome, write_together
 from tests.store_helpers import CountedStore
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 
 def new_session() -> SessionKey:
     return SessionKey("test", "fsg", f"S{uuid.uuid4().hex[:10]}")

@@ -6,6 +6,8 @@ import pytest
 
 from fixgw.throttle import TokenBucket
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 
 def test_a_burst_of_one_seconds_worth_then_the_rate() -> None:
     bucket = TokenBucket(rate=5)

@@ -14,6 +14,8 @@ from sessionstore.embedded import ValkeyProcess, free_port
 from tests.gateway_helpers import GatewayProc, parse
 from tools.fixat import Connection, frame
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 
 def logon_message() -> bytes:
     """Made when sent: its SendingTime must be fresh (QuickFIX drops a Logon older than MaxLatency)."""

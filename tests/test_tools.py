@@ -16,6 +16,8 @@ from sessionstore.keys import GatewayKey
 from sessionstore.settings import RedisEndpoint
 from tools import inspect_cli, sizing
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
 MEASURE_TOLERANCE = 0.15  # measured bytes/message within ±15 % of the formula's 800
 
 

@@ -1,6 +1,6 @@
 """``fixgw-at``: runs QuickFIX's scripted acceptance sessions (``.def`` files) against an acceptor.
 
-Line format (see ``conformance/quickfix-at/README.md``): ``iCONNECT``/``iDISCONNECT`` open and
+Line format (see ``tests/conformance/quickfix-at/README.md``): ``iCONNECT``/``iDISCONNECT`` open and
 close a connection, ``eDISCONNECT`` expects the acceptor to close it, ``I<msg>`` sends,
 ``E<msg>`` reads one message and compares it; an optional ``N,`` after the letter picks
 connection N. ``<TIME>``/``<TIME±N>`` become UTC timestamps. Missing BodyLength and
