@@ -19,15 +19,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from datastore.connection import connect, own_connection, own_connections  # noqa: E402
+from datastore.embedded import _wait, standalone  # noqa: E402
+from datastore.settings import RedisEndpoint  # noqa: E402
 from matching.amqp import AmqpCommandPublisher, AmqpCommandSource, AmqpEventPublisher, AmqpLink  # noqa: E402
-from matching.conductor import Conductor, submit  # noqa: E402
+from matching.conductor import Conductor  # noqa: E402
 from matching.config import Durability, tune_gc  # noqa: E402
 from matching.contracts import DealExecuted, Event, OrderState, OrderType, Side, TimeInForce  # noqa: E402
 from matching.keys import PartitionKeys  # noqa: E402
 from matching.outbox import GROUP, OutboxWorker, RedisStreamsPublisher  # noqa: E402
-from sessionstore.connection import connect, own_connection, own_connections  # noqa: E402
-from sessionstore.embedded import _wait, standalone  # noqa: E402
-from sessionstore.settings import RedisEndpoint  # noqa: E402
+from matching.producer import submit  # noqa: E402
 from tests.flows import TEST_INSTRUMENTS, random_flow  # noqa: E402
 from tests.system_helpers import broker_missing, rabbitmq_vhost  # noqa: E402
 

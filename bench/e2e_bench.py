@@ -42,13 +42,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from datastore.embedded import free_port  # noqa: E402
+from datastore.settings import read_toml  # noqa: E402
 from fixgw.affinity import cpus_for  # noqa: E402
 from fixgw.cli import DEFAULT_CONFIG, embedded_server  # noqa: E402
+from fixgw.fixat import RawSession, fix_time  # noqa: E402
 from matching.contracts import PlaceOrder, parse_command, parse_event  # noqa: E402
 from matching.keys import PartitionKeys  # noqa: E402
-from sessionstore.embedded import free_port  # noqa: E402
 from sessionstore.keys import GatewayKey  # noqa: E402
-from sessionstore.settings import read_toml  # noqa: E402
 from tests.system_helpers import (  # noqa: E402
     DROP_COPY_SESSIONS,
     ORDER_ENTRY_SESSIONS,
@@ -56,7 +57,6 @@ from tests.system_helpers import (  # noqa: E402
     broker_missing,
     rabbitmq_vhost,
 )
-from tools.fixat import RawSession, fix_time  # noqa: E402
 
 PIPELINE = 50  # orders a write in the throughput run (bench/gateway_bench.py: PIPELINE)
 # The gateway as `fixgw up` runs it (config/fixgw.toml): every thread on one CPU (fixgw/affinity.py),

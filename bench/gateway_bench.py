@@ -31,10 +31,10 @@ from types import SimpleNamespace
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from datastore.embedded import free_port, standalone  # noqa: E402
+from fixgw.fixat import RawSession, fix_time  # noqa: E402
 from matching.config import tune_gc  # noqa: E402
-from sessionstore.embedded import free_port, standalone  # noqa: E402
 from tests.gateway_helpers import GatewayProc, wait_until  # noqa: E402
-from tools.fixat import RawSession, fix_time  # noqa: E402
 
 
 def session_names(count: int) -> list[str]:

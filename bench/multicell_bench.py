@@ -35,15 +35,16 @@ sys.path.insert(0, str(ROOT))
 
 import msgspec  # noqa: E402
 
-from matching.conductor import Conductor, submit  # noqa: E402
+from datastore.connection import connect, own_connection  # noqa: E402
+from datastore.embedded import SentinelGroup, standalone  # noqa: E402
+from datastore.settings import RedisEndpoint  # noqa: E402
+from matching.conductor import Conductor  # noqa: E402
 from matching.config import Durability, tune_gc  # noqa: E402
 from matching.contracts import CancelOrder, Command, PlaceOrder, ReplaceOrder, partition_of  # noqa: E402
 from matching.instruments import Instrument  # noqa: E402
 from matching.keys import PartitionKeys  # noqa: E402
+from matching.producer import submit  # noqa: E402
 from matching.storage import reconcile  # noqa: E402
-from sessionstore.connection import connect, own_connection  # noqa: E402
-from sessionstore.embedded import SentinelGroup, standalone  # noqa: E402
-from sessionstore.settings import RedisEndpoint  # noqa: E402
 from tests.cell_helpers import projected, stream_events  # noqa: E402
 from tests.flows import random_flow  # noqa: E402
 from tests.reference_matcher import ReferenceMatcher  # noqa: E402

@@ -21,7 +21,7 @@ import hiredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sessionstore.embedded import standalone  # noqa: E402
+from datastore.embedded import standalone  # noqa: E402
 
 
 def ping_round_trips(port: int, count: int, pipeline: int) -> float:

@@ -19,9 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sessionstore import FixedEpoch, OutboundRecord, SessionKey, SessionStore, connect  # noqa: E402
-from sessionstore.embedded import _wait, standalone  # noqa: E402
-from sessionstore.settings import RedisEndpoint  # noqa: E402
+from datastore.connection import connect  # noqa: E402
+from datastore.embedded import _wait, standalone  # noqa: E402
+from datastore.settings import RedisEndpoint  # noqa: E402
+from sessionstore import FixedEpoch, OutboundRecord, SessionKey, SessionStore  # noqa: E402
 
 BODY = b"8=FIX.4.4\x019=700\x0135=8\x01" + b"58=" + b"x" * 700 + b"\x0110=123\x01"
 

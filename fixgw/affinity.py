@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from sessionstore.settings import ConfigError
+from datastore.settings import ConfigError
 
 log = logging.getLogger("fixgw.affinity")
 

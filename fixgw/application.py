@@ -34,9 +34,9 @@ from typing import Any, Protocol
 
 import quickfix as fix
 
+from datastore.connection import RedisClient
 from matching.linger import Linger
 from sessionstore import NotReplicated, OrderIndex, OutboundRecord, SequenceReuse, SessionKey, SessionStore, StoreError
-from sessionstore.connection import RedisClient
 from sessionstore.settings import SessionStoreSettings
 from sessionstore.store import NO_INDEX, batch_outcome, write_together
 

@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from datastore.embedded import ValkeyProcess, standalone
+from datastore.settings import ConfigError, read_toml
 from matching.config import tune_gc
-from sessionstore.embedded import ValkeyProcess, standalone
 from sessionstore.keys import GatewayKey
-from sessionstore.settings import ConfigError, read_toml
 
 from .affinity import cpus_for, datastore_cpus, valkey_cpu_settings
 

@@ -14,17 +14,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from datastore.settings import ConfigError, Duration, RedisEndpoint, describe, read_toml
 from matching.linger import MAX_LINGER_S
 from sessionstore.keys import SessionKey
-from sessionstore.settings import (
-    ConfigError,
-    Duration,
-    RedisEndpoint,
-    SessionStoreSettings,
-    describe,
-    load_session_store,
-    read_toml,
-)
+from sessionstore.settings import SessionStoreSettings, load_session_store
 
 from .credentials import check_hash_format
 
@@ -164,7 +157,7 @@ class MatchingLink(BaseModel):
 
     def broker_url(self) -> str:
         """The AMQP URL with its password from the environment or the file (checked at load)."""
-        from matching.amqp import amqp_url_with_password
+        from matching.broker_url import amqp_url_with_password
 
         assert self.amqp_url is not None
         return amqp_url_with_password(self.amqp_url, self.amqp_password_env,

@@ -25,11 +25,11 @@ from typing import Any
 import quickfix as fix
 from redis.exceptions import RedisError
 
+from datastore.connection import RedisClient, is_cluster, own_connections, round_trip, text
 from matching.contracts import ContractError, DealExecuted, Event, EventType, OrderAccepted, parse_event
 from matching.linger import Linger
 from matching.storage import Entries, ensure_group, read_group_command, read_groups_entries, trim_acknowledged
 from sessionstore import DROP_COPY, GatewayKey, OrderIndex, SessionKey, StoreError
-from sessionstore.connection import RedisClient, is_cluster, own_connections, round_trip, text
 from sessionstore.store import NO_INDEX
 
 from . import translation as tr

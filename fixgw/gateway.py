@@ -20,13 +20,13 @@ from typing import Any
 
 import quickfix as fix
 
+from datastore.availability import Availability
+from datastore.connection import check_credentials, connect
+from datastore.embedded import free_port
 from matching.config import freeze_startup_objects
 from matching.http import CellHttp
 from matching.linger import Linger
-from sessionstore import DispatcherLock, GatewayKey, NotReplicated, SessionKey, SessionStore, StoreUnavailable, connect
-from sessionstore.availability import Availability
-from sessionstore.connection import check_credentials
-from sessionstore.embedded import free_port
+from sessionstore import DispatcherLock, GatewayKey, NotReplicated, SessionKey, SessionStore, StoreUnavailable
 from sessionstore.settings import SessionStoreSettings
 
 from .affinity import cpus_for, pin_threads

@@ -41,9 +41,9 @@ from typing import Any, Protocol
 
 import quickfix as fix
 
+from datastore.connection import RedisClient, own_connections
 from matching.linger import Linger
 from sessionstore import SessionKey, SessionStore, StoreError
-from sessionstore.connection import RedisClient, own_connections
 
 log = logging.getLogger("fixgw.intake")
 

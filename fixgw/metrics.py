@@ -6,7 +6,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from sessionstore.availability import Availability
+from datastore.availability import Availability
 
 from .front import FrontCounters
 
@@ -62,7 +62,7 @@ class GatewayMetrics:
               registry=self.registry).set_function(lambda: counters.pending)
 
     def watch_availability(self, availability: Availability) -> None:
-        """The session store's availability as gauges read at scrape time (``sessionstore.availability``)."""
+        """The session store's availability as gauges read at scrape time (``datastore.availability``)."""
         r = self.registry
         Gauge("fixgw_session_store_unavailable_seconds", "Seconds since the session store stopped taking writes "
               "(0 while it takes them)", registry=r).set_function(lambda: availability.down_for or 0.0)

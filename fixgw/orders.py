@@ -29,15 +29,14 @@ import msgspec
 import quickfix as fix
 from redis.exceptions import RedisError
 
+from datastore.connection import RedisClient, round_trip
+from datastore.settings import ConfigError
 from matching.amqp import AmqpCommandPublisher, AmqpInboxBridge, AmqpLink, AmqpUnavailable, inbox_queue
-from matching.conductor import append_commands, command_entry, recorded_partition_count
 from matching.contracts import CancelOrder, Command, command_json, parse_command, partition_of
 from matching.instruments import InstrumentTable
-from matching.keys import PartitionKeys
-from sessionstore import SessionKey, SessionStore, StoreError
-from sessionstore.connection import RedisClient, round_trip
+from matching.producer import append_commands, command_entry, recorded_partition_count, relocation_guard
+from sessionstore import PartitionRelocating, SessionKey, SessionStore, StoreError
 from sessionstore.keys import GatewayKey
-from sessionstore.settings import ConfigError
 from sessionstore.store import claimed
 
 from . import translation as tr
@@ -585,7 +584,7 @@ class Claim:
         self.colocated = self.command.partition in b.router.colocated
         if self.colocated:  # one script: the claim and the command land together or not at all
             stream, entry = command_entry(self.command, b.router.partition_count)
-            guard = PartitionKeys(self.command.partition).relocation
+            guard = relocation_guard(self.command.partition)
             return [r.store.claim_and_append_call(r.key, self.clordid, self.value, b.window_ms, stream, entry,
                                                   guard)]
         return [r.store.claim_call(r.key, self.clordid, self.value, b.window_ms)]
@@ -613,7 +612,7 @@ class Claim:
         the same ClOrdID again)."""
         r, b = self.request, self.request.behaviour
         if isinstance(reply, StoreError):
-            if self.colocated and str(reply).startswith("RELOCATING"):
+            if self.colocated and isinstance(reply, PartitionRelocating):
                 return "relocating"
             if self.colocated:
                 # Atomic: if the claim is there, so is the command, and the cell will answer.

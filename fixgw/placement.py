@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
-from sessionstore.connection import RedisClient, check_credentials, connect, is_cluster, text
+from datastore.connection import RedisClient, check_credentials, connect, is_cluster, text
+from datastore.settings import RedisEndpoint
 from sessionstore.keys import partition_map
-from sessionstore.settings import RedisEndpoint
 
 if TYPE_CHECKING:
     from .application import GatewayContext
@@ -32,7 +32,7 @@ MAP_POLL_S = 0.5
 
 def read_partition_map(client: RedisClient, namespace: str) -> dict[int, str]:
     """partition → address of the datastore that holds it now (only partitions that moved): a
-    URL, a Sentinel group or Cluster seeds (``sessionstore.settings.parse_address``)."""
+    URL, a Sentinel group or Cluster seeds (``datastore.settings.parse_address``)."""
     raw: dict[Any, Any] = client.hgetall(partition_map(namespace))
     return {int(text(p)): text(url) for p, url in raw.items()}
 

@@ -16,9 +16,9 @@ from collections.abc import Callable
 
 from redis.exceptions import RedisError
 
-from sessionstore.connection import RedisClient, check_credentials, connect
+from datastore.connection import RedisClient, check_credentials, connect
+from datastore.settings import ConfigError, RedisEndpoint
 from sessionstore.keys import GatewayKey
-from sessionstore.settings import ConfigError, RedisEndpoint
 
 from .amqp import AmqpCommandSource, AmqpEventPublisher, AmqpLink, AmqpUnavailable
 from .conductor import BootRefused, Conductor
@@ -206,10 +206,6 @@ def run_outbox(settings: CellSettings, target: str | None, also: list[str],
 
 def main(argv: list[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else argv
-    if args_list[:1] == ["relocate"]:
-        from tools.relocate_cli import main as relocate
-
-        return relocate(args_list[1:])
     parser = argparse.ArgumentParser(prog="fixgw-cell", description="One matching-cell process: the conductor "
                                      "or the outbox worker of MATCHING_PARTITION; `fixgw-cell relocate --help`: "
                                      "move a partition to another datastore.")

@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sessionstore.settings import ConfigError, RedisEndpoint, describe, parse_address
+from datastore.settings import ConfigError, RedisEndpoint, describe, parse_address
 
 from .contracts import MATCHING_PARTITION, MATCHING_PARTITION_COUNT
 from .domain import StpMode
@@ -140,7 +140,7 @@ class CellSettings(BaseSettings):
         return self
 
     def broker_url(self) -> str:
-        from .amqp import amqp_url_with_password
+        from .broker_url import amqp_url_with_password
 
         assert self.amqp_url is not None
         return amqp_url_with_password(self.amqp_url, self.amqp_password_env, self.amqp_password_file)
@@ -151,7 +151,7 @@ class CellSettings(BaseSettings):
 
     def at(self, address: str) -> CellSettings:
         """The same settings for the datastore at ``address`` (a URL, a Sentinel group or Cluster
-        seeds: ``sessionstore.settings.parse_address``), e.g. where a relocated partition went."""
+        seeds: ``datastore.settings.parse_address``), e.g. where a relocated partition went."""
         where = parse_address(address)
         return self.model_copy(update={"redis_url": where.get("url"),
                                        "redis_sentinel_hosts": ",".join(where.get("sentinels", [])) or None,

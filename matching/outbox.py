@@ -43,8 +43,8 @@ from typing import Any, NamedTuple, Protocol
 
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
-from sessionstore.connection import RedisClient, is_cluster, own_connections, round_trip, round_trips
-from sessionstore.lease import Lease
+from datastore.connection import RedisClient, is_cluster, own_connections, round_trip, round_trips
+from datastore.lease import Lease
 
 from .config import LEASE_TTL_MS, Durability
 from .contracts import ContractError, Event, parse_event

@@ -1,5 +1,5 @@
 """Moving a partition to another datastore: seed 000's relocation procedure as one command
-(``fixgw-cell relocate``, ``tools/relocate_cli.py``).
+(``fixgw-cell relocate``, ``fixgw/relocate_cli.py``).
 
 The steps, each recorded in the partition's relocation marker on the datastore it leaves
 (``PartitionKeys.relocation``, a hash: state, to, at), so that an interrupted run can be run
@@ -52,7 +52,7 @@ from typing import Any
 import redis
 from redis.exceptions import ResponseError
 
-from sessionstore.connection import RedisClient, is_cluster, standalone_pool, text, text_or_none
+from datastore.connection import RedisClient, is_cluster, standalone_pool, text, text_or_none
 from sessionstore.keys import partition_map
 
 from .amqp import command_queue

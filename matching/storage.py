@@ -20,7 +20,7 @@ from typing import Any, cast
 import hiredis
 from redis.exceptions import ResponseError, WatchError
 
-from sessionstore.connection import RedisClient, checked_out, command_on, exchange, is_cluster, text
+from datastore.connection import RedisClient, checked_out, command_on, exchange, is_cluster, text
 
 from .contracts import CommandResult, Event, OrderType, Side, TimeInForce
 from .domain import Cell, Change, Order

@@ -21,8 +21,14 @@ class NotReplicated(StoreError):
     """Stored on the primary but not acknowledged by enough replicas in time (replicaAcks)."""
 
 
+class PartitionRelocating(StoreError):
+    """A claim-and-append refused because the order's partition is being moved to another
+    datastore (its relocation marker exists): nothing was claimed or appended."""
+
+
 class StoreUnavailable(StoreError):
     """Redis could not be reached (after maxAttempts); nothing was acknowledged."""
 
 
-__all__ = ["StoreError", "FencedWrite", "NotReplicated", "SequenceReuse", "StoreUnavailable", "StoreCorruption"]
+__all__ = ["StoreError", "FencedWrite", "NotReplicated", "PartitionRelocating", "SequenceReuse", "StoreUnavailable",
+           "StoreCorruption"]

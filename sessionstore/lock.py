@@ -18,10 +18,11 @@ from collections.abc import Callable
 
 from redis.exceptions import RedisError
 
-from .connection import RedisClient
+from datastore.connection import RedisClient
+from datastore.lease import Lease
+
 from .errors import FencedWrite
 from .keys import GatewayKey
-from .lease import Lease
 
 log = logging.getLogger("fixgw.lock")
 

@@ -270,27 +270,3 @@ redis.call('SET', KEYS[1], ARGV[1])
 if KEYS[2] then redis.call('DEL', KEYS[2]) end
 return 1
 """
-
-# Dispatcher lock. KEYS: lock, epoch counter. ARGV: token, ttl ms.
-ACQUIRE_LOCK = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return redis.call('INCR', KEYS[2])
-end
-return 0
-"""
-
-# KEYS: lock. ARGV: token, ttl ms. Compare-and-expire.
-RENEW_LOCK = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-"""
-
-# KEYS: lock. ARGV: token. Compare-and-delete.
-RELEASE_LOCK = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""

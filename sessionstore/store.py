@@ -19,8 +19,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from datastore.availability import Availability
+from datastore.connection import RedisClient, checked_out, exchange, hash_of_bytes, is_cluster, text_or_none
+from datastore.connection import round_trip as packed_round_trip
+
 from . import scripts
-from .availability import Availability
 from .codec import (
     OutboundRecord,
     SessionState,
@@ -30,11 +33,10 @@ from .codec import (
     encode_seq_field,
     encode_state_field,
 )
-from .connection import RedisClient, checked_out, exchange, hash_of_bytes, is_cluster, text_or_none
-from .connection import round_trip as packed_round_trip
 from .errors import (
     FencedWrite,
     NotReplicated,
+    PartitionRelocating,
     SequenceReuse,
     StoreError,
     StoreUnavailable,
@@ -120,6 +122,8 @@ def store_error(exc: ResponseError) -> StoreError:
         return FencedWrite(text)
     if text.startswith("SEQREUSE"):
         return SequenceReuse(text)
+    if text.startswith("RELOCATING"):
+        return PartitionRelocating(text)
     return StoreError(text)
 
 
@@ -324,7 +328,7 @@ class SessionStore:
         """``claim_clordid`` and, only for a first use, the append of ``fields`` to ``stream``,
         atomically (one round trip): either both happened or neither. ``stream`` must live on
         this store's datastore, and that datastore must not be a Cluster. While the key
-        ``guard`` exists, neither happens (StoreError RELOCATING)."""
+        ``guard`` exists, neither happens (PartitionRelocating)."""
         return claimed(self.write([self.claim_and_append_call(session, clordid, value, window_ms, stream,
                                                               fields, guard)])[0])
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from matching.conductor import Conductor, submit
+from datastore.connection import RedisClient, connect, own_connection
+from datastore.settings import RedisEndpoint
+from matching.conductor import Conductor
 from matching.config import Durability
 from matching.contracts import Command, Event, OrderAccepted, OrderType, Side, TimeInForce, parse_event
 from matching.keys import PartitionKeys
-from sessionstore.connection import RedisClient, connect, own_connection
-from sessionstore.settings import RedisEndpoint
+from matching.producer import submit
 from tests.flows import TEST_INSTRUMENTS, random_flow
 from tests.reference_matcher import ReferenceMatcher, project
 

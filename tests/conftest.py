@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from sessionstore import embedded
-from sessionstore.settings import RedisEndpoint
+from datastore import embedded
+from datastore.settings import RedisEndpoint
 
 
 @pytest.fixture

@@ -16,11 +16,11 @@ from typing import Any
 
 import quickfix as fix
 
+from datastore.embedded import free_port
+from datastore.settings import parse_address
 from fixgw.demo import DemoClient
+from fixgw.fixat import SOH, RawSession
 from fixgw.inputs import split_fields
-from sessionstore.embedded import free_port
-from sessionstore.settings import parse_address
-from tools.fixat import SOH, RawSession
 
 ROOT = Path(__file__).resolve().parent.parent
 

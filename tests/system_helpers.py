@@ -16,8 +16,8 @@ from pathlib import Path
 
 import aio_pika
 
+from datastore.embedded import ValkeyProcess, free_port, standalone
 from fixgw.demo import DemoClient
-from sessionstore.embedded import ValkeyProcess, free_port, standalone
 from tests.gateway_helpers import ROOT, GatewayProc, cell_env, endpoint_lines
 
 SYMBOLS = [f"T{i}" for i in range(1, 25)]
@@ -61,7 +61,7 @@ class Broker:
 
     @property
     def full_url(self) -> str:
-        from matching.amqp import amqp_url_with_password
+        from matching.broker_url import amqp_url_with_password
 
         return amqp_url_with_password(self.url, self.PASSWORD_ENV)
 

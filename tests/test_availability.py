@@ -1,13 +1,13 @@
-"""How work waits for a datastore to have a primary again (``sessionstore.availability``), and
-how a datastore is named in one line (``sessionstore.settings.parse_address``)."""
+"""How work waits for a datastore to have a primary again (``datastore.availability``), and
+how a datastore is named in one line (``datastore.settings.parse_address``)."""
 
 from __future__ import annotations
 
 import pytest
 
+from datastore.availability import Availability
+from datastore.settings import ConfigError, RedisEndpoint, parse_address
 from sessionstore import FencedWrite, StoreUnavailable
-from sessionstore.availability import Availability
-from sessionstore.settings import ConfigError, RedisEndpoint, parse_address
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from datastore.embedded import ValkeyProcess, free_port, standalone
 from fixgw.application import CallbackWatch
 from matching.keys import PartitionKeys
-from sessionstore.embedded import ValkeyProcess, free_port, standalone
 from sessionstore.keys import SessionKey
 from tests.gateway_helpers import GatewayProc, RawFixClient, RawTrader, http_text, parse, wait_until
 from tests.system_helpers import System, summary, wait_reports

@@ -14,14 +14,14 @@ import urllib.request
 
 import pytest
 
+from datastore.connection import connect
+from datastore.embedded import Cluster, SentinelGroup, ValkeyProcess
+from datastore.settings import ConfigError, RedisEndpoint
 from matching.config import load_cell_settings
 from matching.contracts import OrderPayload, OrderType, PlaceOrder, Side
 from matching.http import CellHttp
 from matching.keys import PartitionKeys
 from matching.storage import reconcile
-from sessionstore.connection import connect
-from sessionstore.embedded import Cluster, SentinelGroup, ValkeyProcess
-from sessionstore.settings import ConfigError, RedisEndpoint
 from tests.cell_helpers import cell_client, conductor, projected, run_until_idle, stream_events, submit_all
 from tests.test_conductor import p0_flow, reference_events
 
@@ -82,7 +82,7 @@ def test_cluster_nodes_use_the_real_cluster_client(monkeypatch: pytest.MonkeyPat
 
 
 def test_conductor_process_serves_ready_and_releases_its_lease_on_sigterm(valkey: ValkeyProcess) -> None:
-    from sessionstore.embedded import free_port
+    from datastore.embedded import free_port
 
     port = free_port()
     env = {**os.environ, "REDIS_URL": valkey.url, "MATCHING_PARTITION_COUNT": "2", "MATCHING_PARTITION": "0",
@@ -172,10 +172,10 @@ def test_sentinel_failover_mid_stream_keeps_every_acknowledged_command() -> None
 
 
 def test_sentinel_failover_with_an_outbox_publishes_every_event_once_in_order_and_only_durable_ones() -> None:
+    from datastore.embedded import standalone
     from matching.config import Durability
     from matching.contracts import parse_event
     from matching.outbox import OutboxWorker, RedisStreamsPublisher, owner_routes
-    from sessionstore.embedded import standalone
     from tests.reference_matcher import project
 
     with SentinelGroup("matching-p0", aof=True, appendfsync="always") as group, standalone() as inbox_store:

@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
+from datastore.connection import new_connection, own_connection, standalone_pool
+from datastore.embedded import ValkeyProcess
+from datastore.settings import RedisEndpoint
 from matching.conductor import BootRefused, Conductor, LeaseLost, PoisonCommand, SimulatedCrash
 from matching.config import Durability
 from matching.contracts import OrderPayload, OrderType, PlaceOrder, Side, parse_command
 from matching.domain import StpMode
 from matching.keys import PartitionKeys, book_member
 from matching.storage import commit_commands, decode_order, order_fields, reconcile, trim_acknowledged
-from sessionstore.connection import new_connection, own_connection, standalone_pool
-from sessionstore.embedded import ValkeyProcess
-from sessionstore.settings import RedisEndpoint
 from tests.cell_helpers import (
     cell_client,
     conductor,
@@ -52,7 +52,7 @@ def book_state(client) -> dict:  # type: ignore[no-untyped-def]
 def primary_with_replica() -> Iterator[tuple[Any, ValkeyProcess]]:
     """aof-replicated's datastore: a primary and its replica, both appendfsync always; the
     primary's conductor client and the replica."""
-    from sessionstore.embedded import _wait, standalone
+    from datastore.embedded import _wait, standalone
 
     with standalone(aof=True, appendfsync="always") as primary:
         replica = standalone(aof=True, appendfsync="always", replicaof=f"127.0.0.1 {primary.port}").start()
@@ -73,7 +73,7 @@ def test_random_flows_through_valkey_match_the_reference(valkey: ValkeyProcess, 
 
 
 def test_group_commit_gives_the_same_events_and_state_as_one_at_a_time() -> None:
-    from sessionstore.embedded import standalone
+    from datastore.embedded import standalone
 
     flow = p0_flow(11, 800)
     results = []
@@ -650,7 +650,7 @@ def test_pipelined_random_flows_match_the_reference_with_batches_in_flight(durab
 
 
 def test_pipelined_gives_the_same_events_state_and_records_as_one_batch_at_a_time() -> None:
-    from sessionstore.embedded import standalone
+    from datastore.embedded import standalone
 
     flow = p0_flow(13, 800)
     results = []
@@ -778,7 +778,7 @@ def test_pipelined_a_read_ahead_that_reached_another_node_is_not_used(valkey: Va
     dedup records are not used: the step fails, and the batches are read again on the right node."""
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    from sessionstore.embedded import standalone
+    from datastore.embedded import standalone
 
     client = cell_client(RedisEndpoint(url=valkey.url))
     flow = p0_flow(43, 600)[:200]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sessionstore.embedded import ValkeyProcess, free_port
+from datastore.embedded import ValkeyProcess, free_port
+from fixgw.fixat import load_formats, run_suite
 from tests.gateway_helpers import ROOT, GatewayProc
-from tools.fixat import load_formats, run_suite
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
 

@@ -14,12 +14,11 @@ from pathlib import Path
 import pytest
 import redis
 
+from datastore.connection import connect, own_connection, round_trip
+from datastore.embedded import ValkeyProcess, standalone
+from datastore.settings import RedisEndpoint
+from fixgw.fixat import RawSession, fix_time
 from matching.keys import PartitionKeys
-from sessionstore import connect
-from sessionstore.connection import own_connection, round_trip
-from sessionstore.embedded import ValkeyProcess, standalone
-from sessionstore.settings import RedisEndpoint
-from tools.fixat import RawSession, fix_time
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
 
@@ -108,7 +107,7 @@ def children(pid: int) -> list[int]:
 
 
 def test_fixgw_up_starts_everything_and_stops_cleanly_on_ctrl_c(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from sessionstore.embedded import free_port
+    from datastore.embedded import free_port
 
     fix_port, http_port = free_port(), free_port()
     proc = subprocess.Popen([sys.executable, "-m", "fixgw.cli", "up", "--port", "0", "--data-dir", str(tmp_path / "v"),
@@ -228,7 +227,7 @@ def test_an_owned_connection_under_sentinel_talks_to_the_primary(sentinel_group)
 
 
 def test_cluster_refuses_pool_settings_it_cannot_honour() -> None:
-    from sessionstore.settings import ConfigError
+    from datastore.settings import ConfigError
 
     with pytest.raises(ConfigError, match=r"pool.maxWait.*not supported with Redis Cluster"):
         connect(RedisEndpoint(nodes=["127.0.0.1:1"], pool={"maxWait": "1s"}))

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from datastore.embedded import SentinelGroup, Sentinels
 from fixgw.demo import DemoClient
-from sessionstore.embedded import SentinelGroup, Sentinels
 from tests.gateway_helpers import http_json
 from tests.system_helpers import System, reports
 

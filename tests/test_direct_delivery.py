@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
+from datastore.embedded import ValkeyProcess
+from datastore.settings import RedisEndpoint
 from matching.__main__ import direct_inboxes
 from matching.conductor import BootRefused, SimulatedCrash
 from matching.config import CellSettings, ConfigError, load_cell_settings
 from matching.contracts import Event, parse_event
 from matching.keys import PartitionKeys
 from matching.outbox import OutboxWorker, RedisStreamsPublisher, owner_routes
-from sessionstore.embedded import ValkeyProcess
-from sessionstore.settings import RedisEndpoint
 from tests.cell_helpers import (
     cell_client,
     conductor,

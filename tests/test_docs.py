@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from pydantic import AliasChoices, BaseModel
 
+from datastore.settings import PoolSettings
 from fixgw.cli import EMBEDDED_SETTINGS
 from fixgw.config import GatewaySettings, MatchingLink, SessionConfig, TlsSettings
 from matching.config import CellSettings
-from sessionstore.settings import PoolSettings, SessionStoreSettings
+from sessionstore.settings import SessionStoreSettings
 from tests.gateway_helpers import ROOT
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]

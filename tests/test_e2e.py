@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from datastore.embedded import standalone
 from matching.contracts import CommandRefused, Event
 from matching.keys import PartitionKeys
-from sessionstore.embedded import standalone
 from sessionstore.keys import GatewayKey
 from tests.system_helpers import System, reports, summary, system_on_one_server, wait_reports
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from datastore.embedded import ValkeyProcess, standalone
 from fixgw.demo import DemoClient
 from matching.keys import PartitionKeys
-from sessionstore.embedded import ValkeyProcess, standalone
 from tests.gateway_helpers import RawTrader, wait_until
 from tests.system_helpers import (
     DROP_COPY_SESSIONS,
@@ -73,7 +73,7 @@ def test_sigkill_of_a_conductor_mid_flow_loses_and_duplicates_nothing(tmp_path: 
 
 def audit(server: ValkeyProcess) -> int:
     """``fixgw-inspect audit`` of every session of the test's gateway (exit status)."""
-    from tools import inspect_cli
+    from sessionstore import inspect_cli
 
     return inspect_cli.main(["--url", server.url, "audit", "--namespace", "e2e"])
 
@@ -189,9 +189,9 @@ def test_standby_cells_take_over_a_stalled_conductor_and_a_killed_outbox_in_orde
 
 
 def test_a_gateway_killed_between_a_batch_commit_and_its_sends_resends_every_stored_message(tmp_path: Path) -> None:
+    from datastore.connection import connect
+    from datastore.settings import RedisEndpoint
     from sessionstore import FixedEpoch, SessionKey, SessionStore
-    from sessionstore.connection import connect
-    from sessionstore.settings import RedisEndpoint
 
     with standalone(aof=True) as server:
         system = System(tmp_path, server, [server, server])

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from sessionstore import FixedEpoch, OutboundRecord, SessionKey, SessionStore, connect
-from sessionstore.embedded import SentinelGroup
-from sessionstore.settings import RedisEndpoint
+from datastore.connection import connect
+from datastore.embedded import SentinelGroup
+from datastore.settings import RedisEndpoint
+from sessionstore import FixedEpoch, OutboundRecord, SessionKey, SessionStore
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
 
@@ -47,8 +48,8 @@ def test_with_replica_acks_every_acknowledged_commit_survives_the_loss_of_the_pr
 
 
 def test_replica_acks_that_cannot_be_met_are_an_error_not_a_silent_success() -> None:
+    from datastore.embedded import standalone
     from sessionstore import NotReplicated
-    from sessionstore.embedded import standalone
 
     with standalone() as server:  # no replica at all
         store = SessionStore(connect(RedisEndpoint(url=server.url)), FixedEpoch(1), replica_acks=1,
@@ -63,9 +64,9 @@ def test_store_holds_writes_through_a_cluster_failover_and_loses_none() -> None:
     cluster-node-timeout) and every write made meanwhile waits, then lands there."""
     import time
 
+    from datastore.availability import Availability
+    from datastore.embedded import Cluster
     from sessionstore import StoreUnavailable
-    from sessionstore.availability import Availability
-    from sessionstore.embedded import Cluster
 
     with Cluster(3, replicas=1) as cluster:
         endpoint = RedisEndpoint(nodes=cluster.addresses, socketTimeout="500ms", connectionTimeout="500ms",

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from sessionstore import SessionKey, SessionStore, connect
-from sessionstore.embedded import ValkeyProcess, free_port, standalone
-from sessionstore.settings import RedisEndpoint
+from datastore.connection import connect
+from datastore.embedded import ValkeyProcess, free_port, standalone
+from datastore.settings import RedisEndpoint
+from sessionstore import SessionKey, SessionStore
 from sessionstore.store import FixedEpoch
 from tests.gateway_helpers import FixClient, GatewayProc, RawFixClient, body_without, fields, http_text
 

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from datastore.embedded import ValkeyProcess, free_port
 from fixgw.config import GatewaySettings
 from fixgw.credentials import LogonLockout, credentials_problem, hash_password, scrypt_memory, verify_password
+from fixgw.fixat import Connection, frame
 from fixgw.front import InboundCheck, first_message, without_field
-from sessionstore.embedded import ValkeyProcess, free_port
 from tests.gateway_helpers import FixClient, GatewayProc, RawFixClient, http_json, http_text, parse, wait_until
 from tests.test_gateway import orders_round_trip
 from tests.test_tls import certs, make_ca, make_cert  # noqa: F401 (the module's certificates fixture)
-from tools.fixat import Connection, frame
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
 
@@ -382,8 +382,8 @@ def test_a_password_sent_to_a_session_without_one_reaches_no_log(tmp_path: Path,
 # --- 6. datastore and broker credentials -------------------------------------------------------
 
 def test_secrets_never_sit_in_a_datastore_or_broker_url(monkeypatch: pytest.MonkeyPatch) -> None:
-    from matching.amqp import amqp_url_with_password
-    from sessionstore.settings import RedisEndpoint
+    from datastore.settings import RedisEndpoint
+    from matching.broker_url import amqp_url_with_password
 
     with pytest.raises(ValueError, match="url must not carry a password"):
         RedisEndpoint(url="redis://:hunter2@10.0.0.7:6379/0")

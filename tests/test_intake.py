@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from datastore.connection import connect
+from datastore.settings import RedisEndpoint
 from fixgw.intake import Intake
-from sessionstore import FixedEpoch, SessionKey, SessionStore, StoreError, connect
-from sessionstore.settings import RedisEndpoint
+from sessionstore import FixedEpoch, SessionKey, SessionStore, StoreError
 from tests.store_helpers import CountedStore
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`

@@ -8,16 +8,16 @@ import uuid
 
 import pytest
 
+from datastore.connection import connect
+from datastore.embedded import ValkeyProcess
+from datastore.settings import RedisEndpoint
 from sessionstore import (
     DispatcherLock,
     FencedWrite,
     GatewayKey,
     OutboundRecord,
     SessionStore,
-    connect,
 )
-from sessionstore.embedded import ValkeyProcess
-from sessionstore.settings import RedisEndpoint
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
 
@@ -121,7 +121,7 @@ def test_holder_cut_off_from_redis_stops_within_its_ttl(valkey: ValkeyProcess) -
 def test_a_new_epoch_that_no_replica_confirmed_is_given_back() -> None:
     """A promoted replica that lacked the last epoch increment would hand the next holder an
     epoch already used: where the datastore has a replica, a take counts only once one has it."""
-    from sessionstore.embedded import SentinelGroup
+    from datastore.embedded import SentinelGroup
 
     with SentinelGroup("epochs") as group:
         client = group.primary.client()

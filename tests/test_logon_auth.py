@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from datastore.embedded import ValkeyProcess, free_port
 from fixgw.config import GatewaySettings, SessionConfig
 from fixgw.credentials import hash_password, verify_password
-from sessionstore.embedded import ValkeyProcess, free_port
 from tests.gateway_helpers import GatewayProc, RawFixClient, parse
 from tests.test_bad_input import CLIENT1
 

@@ -8,10 +8,10 @@ import msgspec
 import pytest
 from redis.exceptions import RedisError
 
+from datastore.embedded import ValkeyProcess, standalone
 from matching.contracts import Event, parse_event
 from matching.keys import PartitionKeys
 from matching.outbox import GROUP, OutboxWorker, RedisStreamsPublisher, backoff_seconds, owner_routes
-from sessionstore.embedded import ValkeyProcess, standalone
 from tests.cell_helpers import accepted
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`

@@ -21,6 +21,9 @@ from pathlib import Path
 import aio_pika
 import pytest
 
+from datastore.connection import connect
+from datastore.embedded import ValkeyProcess, standalone
+from datastore.settings import RedisEndpoint
 from matching.amqp import (
     COMMAND_QUEUE_ARGUMENTS,
     AmqpCommandPublisher,
@@ -30,9 +33,6 @@ from matching.amqp import (
 )
 from matching.contracts import Command, Event, parse_event
 from matching.keys import PartitionKeys
-from sessionstore.connection import connect
-from sessionstore.embedded import ValkeyProcess, standalone
-from sessionstore.settings import RedisEndpoint
 from tests.cell_helpers import p0_flow, projected, reference_events, stream_events
 from tests.flows import TEST_INSTRUMENTS
 from tests.gateway_helpers import ROOT
@@ -321,8 +321,8 @@ def test_a_cell_whose_broker_is_unreachable_stops_at_start_saying_so(tmp_path: P
     ({"MATCHING_AMQP_URL": "http://127.0.0.1/"}, "amqp_url must start with amqp:// or amqps://"),
 ])
 def test_broker_settings_that_would_leak_or_cannot_work_are_refused(env: dict[str, str], expected: str) -> None:
+    from datastore.settings import ConfigError
     from matching.config import load_cell_settings
-    from sessionstore.settings import ConfigError
 
     with pytest.MonkeyPatch.context() as mp:
         for k in [k for k in os.environ if k.startswith("MATCHING_AMQP")]:

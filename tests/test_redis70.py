@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from datastore.settings import RedisEndpoint
 from matching.conductor import BootRefused
 from sessionstore import FixedEpoch, OutboundRecord, SessionKey, SessionStore
-from sessionstore.settings import RedisEndpoint
 from tests.cell_helpers import (
     cell_client,
     conductor,

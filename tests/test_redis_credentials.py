@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 import redis
 
-from matching.conductor import Conductor, submit
+from datastore.connection import check_credentials, connect
+from datastore.embedded import free_port, standalone
+from datastore.settings import ConfigError
+from matching.conductor import Conductor
 from matching.config import Durability, load_cell_settings
 from matching.contracts import OrderPayload, OrderType, PlaceOrder, Side
 from matching.keys import PartitionKeys
-from sessionstore.connection import check_credentials, connect
-from sessionstore.embedded import free_port, standalone
-from sessionstore.settings import ConfigError
+from matching.producer import submit
 from tests.flows import TEST_INSTRUMENTS
 from tests.gateway_helpers import GatewayProc, RawFixClient, parse
 

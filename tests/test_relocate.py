@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from datastore.connection import text
+from datastore.embedded import standalone
+from datastore.settings import RedisEndpoint
 from matching.contracts import Command, parse_command, parse_event
 from matching.instruments import InstrumentTable
 from matching.keys import PartitionKeys
 from matching.outbox import GROUP as OUTBOX_GROUP
 from matching.relocation import Relocation, key_digest, key_digests, partition_key_names
-from sessionstore.connection import text
-from sessionstore.embedded import standalone
 from sessionstore.keys import partition_map
-from sessionstore.settings import RedisEndpoint
 from tests.cell_helpers import (
     cell_client,
     conductor,
@@ -45,7 +45,7 @@ P1 = PartitionKeys(MOVED)
 
 
 def relocate(system: System, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "matching", "relocate", "--config", str(system.gateway.config),
+    return subprocess.run([sys.executable, "-m", "fixgw.cell_cli", "relocate", "--config", str(system.gateway.config),
                            "--partition", str(MOVED), *args], capture_output=True, text=True, timeout=120,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
 
@@ -267,7 +267,7 @@ def test_a_relocation_interrupted_at_any_step_finishes_when_run_again_or_rolls_b
 
 
 def test_relocate_refuses_a_password_in_the_target_address(capsys: pytest.CaptureFixture[str]) -> None:
-    from tools.relocate_cli import main
+    from fixgw.relocate_cli import main
 
     assert main(["--config", "unused.toml", "--partition", "0", "--to", "redis://:secret@10.0.0.7:6379/0"]) == 2
     err = capsys.readouterr().err
@@ -306,8 +306,8 @@ def test_a_partition_of_a_running_fixgw_up_system_moves_in_each_delivery_mode(
     import shutil
     import signal
 
+    from datastore.embedded import free_port
     from fixgw.demo import DemoClient
-    from sessionstore.embedded import free_port
     from tests.gateway_helpers import http_status
 
     shutil.copytree(ROOT / "config", tmp_path / "config")

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sessionstore.settings import ConfigError, load_session_store, parse_duration
+from datastore.settings import ConfigError, parse_duration
+from sessionstore.settings import load_session_store
 
 GOOD = """
 [session_store]

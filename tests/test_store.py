@@ -6,6 +6,8 @@ import uuid
 
 import pytest
 
+from datastore.connection import connect
+from datastore.settings import RedisEndpoint
 from sessionstore import (
     FencedWrite,
     FixedEpoch,
@@ -16,10 +18,8 @@ from sessionstore import (
     SessionStore,
     StoreCorruption,
     StoreError,
-    connect,
 )
 from sessionstore.codec import encode_seq_field
-from sessionstore.settings import RedisEndpoint
 from sessionstore.store import batch_outcome, write_together
 from tests.store_helpers import CountedStore
 

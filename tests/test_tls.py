@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from sessionstore.embedded import ValkeyProcess, free_port
+from datastore.embedded import ValkeyProcess, free_port
+from fixgw.fixat import Connection, frame
 from tests.gateway_helpers import GatewayProc, parse
-from tools.fixat import Connection, frame
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
 

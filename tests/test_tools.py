@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from sessionstore import FixedEpoch, OutboundRecord, SessionKey, SessionStore, connect
+from datastore.connection import connect
+from datastore.embedded import Cluster, ValkeyProcess
+from datastore.settings import RedisEndpoint
+from sessionstore import FixedEpoch, OutboundRecord, SessionKey, SessionStore, inspect_cli, sizing
 from sessionstore.codec import encode_seq_field
-from sessionstore.embedded import Cluster, ValkeyProcess
 from sessionstore.keys import GatewayKey
-from sessionstore.settings import RedisEndpoint
-from tools import inspect_cli, sizing
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
 

@@ -16,10 +16,10 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 
+from datastore.connection import RedisClient, connect
+from datastore.settings import RedisEndpoint
 from sessionstore.codec import RECORD_HEADER_SIZE, OutboundRecord
-from sessionstore.connection import RedisClient, connect
 from sessionstore.keys import SessionKey, chunk_index
-from sessionstore.settings import RedisEndpoint
 from sessionstore.store import FixedEpoch, SessionStore
 
 SEED_MESSAGE_SIZE = 750

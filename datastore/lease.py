@@ -19,12 +19,36 @@ from collections.abc import Callable
 
 from redis.exceptions import RedisError
 
-from . import scripts
 from .connection import RedisClient, is_cluster, text_or_none
 
 log = logging.getLogger("fixgw.lease")
 
 EPOCH_CONFIRM_MS = 1000  # how long a new epoch waits for a replica's acknowledgement
+
+
+# A lease: taken with a new epoch. KEYS: lease, epoch counter. ARGV: token, ttl ms.
+ACQUIRE_LOCK = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return redis.call('INCR', KEYS[2])
+end
+return 0
+"""
+
+# KEYS: lock. ARGV: token, ttl ms. Compare-and-expire.
+RENEW_LOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+# KEYS: lock. ARGV: token. Compare-and-delete.
+RELEASE_LOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
 
 
 class Lease:
@@ -46,9 +70,9 @@ class Lease:
         self._renewed_at = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._acquire = client.register_script(scripts.ACQUIRE_LOCK)
-        self._renew = client.register_script(scripts.RENEW_LOCK)
-        self._release = client.register_script(scripts.RELEASE_LOCK)
+        self._acquire = client.register_script(ACQUIRE_LOCK)
+        self._renew = client.register_script(RENEW_LOCK)
+        self._release = client.register_script(RELEASE_LOCK)
 
     @property
     def held(self) -> bool:

@@ -21,13 +21,13 @@ from urllib.parse import urlsplit
 
 from redis.exceptions import RedisError
 
+from datastore.connection import RedisClient, check_credentials, connect
+from datastore.settings import ConfigError
 from fixgw.config import load_gateway
 from fixgw.placement import read_partition_map
 from matching.contracts import partition_of
 from matching.instruments import InstrumentTable
 from matching.relocation import Relocation, RelocationError
-from sessionstore.connection import RedisClient, check_credentials, connect
-from sessionstore.settings import ConfigError
 
 
 def main(argv: list[str] | None = None) -> int:

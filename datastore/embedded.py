@@ -272,7 +272,7 @@ class SentinelGroup:
 
     @property
     def url(self) -> str:
-        """The group as one address (``sessionstore.settings.parse_address``): sentinel://…/group."""
+        """The group as one address (``datastore.settings.parse_address``): sentinel://…/group."""
         return f"sentinel://{','.join(self.sentinel_addresses)}/{self.group}"
 
     def start(self) -> SentinelGroup:
@@ -357,7 +357,7 @@ class Cluster:
 
     @property
     def url(self) -> str:
-        """The seeds as one address (``sessionstore.settings.parse_address``): cluster://…."""
+        """The seeds as one address (``datastore.settings.parse_address``): cluster://…."""
         return f"cluster://{','.join(self.addresses)}"
 
     def start(self) -> Cluster:

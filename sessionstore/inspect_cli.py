@@ -20,6 +20,8 @@ from typing import Any
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
+from datastore.connection import RedisClient, connect, hash_of_bytes, is_cluster, text_or_none
+from datastore.settings import ConfigError, RedisEndpoint, describe
 from sessionstore.codec import (
     STATE_ATTRS,
     STATE_WIDTHS,
@@ -29,9 +31,8 @@ from sessionstore.codec import (
     encode_seq_field,
     fix_framing_problem,
 )
-from sessionstore.connection import RedisClient, connect, hash_of_bytes, is_cluster, text_or_none
 from sessionstore.keys import CHUNK_SIZE, SessionKey, parse_key
-from sessionstore.settings import ConfigError, RedisEndpoint, describe, load_session_store
+from sessionstore.settings import load_session_store
 
 PROGRESS_EVERY = 1000  # keys between progress lines on stderr
 
