@@ -28,7 +28,8 @@ from matching.config import Durability  # noqa: E402
 from matching.contracts import OrderPayload, OrderType, PlaceOrder, Side, TimeInForce, command_json  # noqa: E402
 from matching.keys import PartitionKeys  # noqa: E402
 from matching.outbox import owner_routes  # noqa: E402
-from matching.relocation import Relocation, cell_must_stand_down, partition_key_names  # noqa: E402
+from matching.partition_copy import partition_key_names  # noqa: E402
+from matching.relocation import Relocation, cell_must_stand_down  # noqa: E402
 from tests.flows import TEST_INSTRUMENTS  # noqa: E402
 
 KEYS = PartitionKeys(0)  # pairs 0 and 2 of TEST_INSTRUMENTS: partition 0 of 2

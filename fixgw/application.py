@@ -28,34 +28,26 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from contextlib import ExitStack, nullcontext
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import quickfix as fix
 
-from datastore.connection import RedisClient
 from matching.linger import Linger
-from sessionstore import NotReplicated, OrderIndex, OutboundRecord, SequenceReuse, SessionKey, SessionStore, StoreError
-from sessionstore.settings import SessionStoreSettings
-from sessionstore.store import NO_INDEX, batch_outcome, write_together
+from sessionstore import NotReplicated, OutboundRecord, SessionKey, SessionStore, StoreError
 
-from .config import GatewaySettings, MatchingLink, SessionConfig
+from .config import SessionConfig
+from .context import Behaviour, CallbackWatch, die
 from .credentials import LogonLockout, credentials_problem
-from .fixmsg import Inbound, business_reject, filled, filled_body, from_text, inbound, sending_time, wire_bytes
+from .fixmsg import Inbound, SessionMessage, business_reject, inbound, wire_bytes
+from .group_commit import GroupCommit
 from .inputs import MAX_SEQ_NUM, logon_problem, split_fields
-from .intake import InboundNumbers, Intake
+from .intake import Intake
 from .metrics import GatewayMetrics
 
 log = logging.getLogger("fixgw.session")
 
 POSS_DUP, MSG_SEQ_NUM, MSG_TYPE, SENDING_TIME, NEW_SEQ_NO = 43, 34, 35, 52, 36
 ADMIN_TYPES = frozenset({"0", "1", "2", "3", "4", "5", "A"})  # FIX's session-level messages
-
-
-# Fault tests only (tests/test_e2e_faults.py): the process ends between a batch's commit and
-# its sends for this session (``namespace/gateway/name``), as a SIGKILL there would.
-CRASH_AFTER_BATCH_COMMIT = os.environ.get("FIXGW_TEST_CRASH_AFTER_BATCH_COMMIT", "")
 
 
 # Fault tests only (tests/test_hostile_peers.py): each named QuickFIX callback (comma-separated)
@@ -68,129 +60,11 @@ FAIL_IN_CALLBACK = frozenset(filter(None, os.environ.get("FIXGW_TEST_FAIL_IN_CAL
 QUICKFIX_SIGNAL = fix.FIXException
 
 
-@dataclass(frozen=True)
-class GatewayContext:
-    """What a behaviour, and the parts it starts (the dispatcher), may use of the active gateway:
-    its settings, its datastore and session stores, its metrics, and the three ways into the
-    session layer — the intake (inbound requests' writes), ``deliver_many`` (group commit, then
-    send) and ``answer`` (an answer committed with the inbound number it covers). Not the
-    gateway itself: its locks, acceptor and HTTP endpoint are none of a behaviour's business."""
-
-    namespace: str
-    settings: GatewaySettings
-    store_settings: SessionStoreSettings
-    matching: MatchingLink
-    client: RedisClient  # the session store's datastore
-    stores: dict[str, SessionStore]  # by kind (fsg / dc)
-    metrics: GatewayMetrics
-    intake: Intake
-    deliver_many: Callable[[list[tuple[fix.SessionID, list[Delivery]]]], list[list[Delivery] | StoreError]]
-    answer: Callable[[fix.SessionID, Delivery, int | None], None]
-    serving: Callable[[], bool]  # active with every lock held: events may be delivered
-
-
-class Behaviour(Protocol):
-    """What the gateway does with application messages (AT echo, order entry, ...)."""
-
-    def start(self, context: GatewayContext) -> None:
-        """Once the gateway holds its locks, before its acceptor takes the first connection: a
-        request never finds the behaviour unstarted."""
-        ...
-
-    def stop(self) -> None:
-        """Before the acceptor stops (the gateway is stopping)."""
-        ...
-
-    def problems(self) -> list[str]:
-        """For /ready: why the behaviour is not serving (a part of it that stopped); empty if it is."""
-        ...
-
-    def on_app_message(self, message: Inbound, session_id: fix.SessionID, session: SessionConfig) -> None:
-        """``message`` read once (``fixmsg.inbound``); called on QuickFIX's thread."""
-        ...
-
-    def on_logon(self, session_id: fix.SessionID, session: SessionConfig) -> None: ...
-
-    def on_logout(self, session_id: fix.SessionID, session: SessionConfig) -> None: ...
-
-
 def _field(fields: Any, tag: int) -> str | None:
     return fields.getField(tag) if fields.isSetField(tag) else None
 
 
-@dataclass(slots=True)
-class Delivery:
-    """One event's message for one session, handed to ``GatewayApplication.deliver_many``."""
-
-    text: str  # MsgType and body as QuickFIX's ``toString`` holds them; QuickFIX fills the header when it sends
-    msg_type: str
-    inbox_id: str  # what the session's inbox records: each event reaches a session once
-    order_id: str = ""
-    order_view: str = ""  # the order's view after this message ('' = unchanged)
-    seq: int = 0  # the number it was committed under (0: not committed ahead)
-    raw: bytes = b""  # the message exactly as committed
-    sending_time: str = ""
-    index: OrderIndex = NO_INDEX  # what this message does to its order's ClOrdID records and retention
-    plain: bool = False  # ``text`` is what ``fixmsg.body_text`` made: MsgType, then body fields only
-
-
-@dataclass(slots=True)
-class _Outgoing:
-    """One session's part of a group commit (``GatewayApplication.deliver_many``)."""
-
-    sid: fix.SessionID
-    text: str  # QuickFIX's SessionID text
-    cfg: SessionConfig
-    key: SessionKey
-    store: SessionStore
-    session: Any  # fix.Session, or None if QuickFIX has none by that id
-    pending: list[Delivery]  # committed (or to commit), to send
-    again: bool = False  # some were found delivered before: the rest go again, alone
-    error: StoreError | None = None  # not stored: not sent, its entries are retried
-
-
-def die(reason: str, code: int = 4) -> None:
-    """The fail-fast exit: log why, then leave without running QuickFIX's teardown (which
-    hangs after a callback raised). Sockets close with the process; a standby takes over."""
-    log.critical("exiting: %s", reason)
-    logging.shutdown()
-    os._exit(code)
-
-
-class CallbackWatch:
-    """Which QuickFIX callbacks are running, since when: a callback stuck for longer than
-    the stall limit means a session thread no longer serves its session (``/ready``)."""
-
-    def __init__(self) -> None:
-        self._running: dict[int, tuple[float, str, str]] = {}
-
-    def running(self, what: str, session: str) -> _Running:
-        """``with watch.running("toApp", name):`` around a callback (a class, not a generator:
-        it wraps every callback, and contextlib's machinery showed in the profile)."""
-        return _Running(self._running, what, session)
-
-    def stalled(self, limit_s: float) -> list[str]:
-        now = time.monotonic()
-        return [f"{what} {session} for {now - since:.1f}s" for since, what, session in list(self._running.values())
-                if now - since > limit_s]
-
-
-class _Running:
-    __slots__ = ("_running", "_what", "_session", "_me")
-
-    def __init__(self, running: dict[int, tuple[float, str, str]], what: str, session: str) -> None:
-        self._running, self._what, self._session = running, what, session
-        self._me = 0
-
-    def __enter__(self) -> None:
-        self._me = threading.get_ident()
-        self._running[self._me] = (time.monotonic(), self._what, self._session)
-
-    def __exit__(self, *exc: object) -> None:
-        self._running.pop(self._me, None)
-
-
-class GatewayApplication(fix.Application):  # a SWIG director base
+class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
     def __init__(self, sessions: dict[str, SessionConfig], stores: dict[str, SessionStore], namespace: str,
                  behaviour: Behaviour, metrics: GatewayMetrics,
                  last_sent: dict[SessionKey, int], fatal: Callable[[str], None] = die,
@@ -223,7 +97,7 @@ class GatewayApplication(fix.Application):  # a SWIG director base
         # numbers of the last batch sent, whose unsent marks the next batch removes.
         # Keyed by thread: QuickFIX calls toApp on the thread that called sendToTarget, for that
         # message, so the thread alone pairs them (and toApp need not ask the SessionID its name).
-        self._in_flight: dict[int, tuple[str, Delivery]] = {}
+        self._in_flight: dict[int, tuple[str, SessionMessage]] = {}
         self._scratch = threading.local()  # each sending thread's reusable message (``_message``)
         self._sent_up_to = dict(last_sent)
         self._sent_marks: dict[SessionKey, list[int]] = {}
@@ -253,152 +127,6 @@ class GatewayApplication(fix.Application):  # a SWIG director base
     def _unexpected(self, where: str, sid: fix.SessionID, exc: BaseException) -> None:
         log.error("%s: %s failed: %s: %s", self._name(sid), where, type(exc).__name__, exc, exc_info=exc)
         self.metrics.callback_errors.labels(self._name(sid), where).inc()
-
-    def answer(self, sid: fix.SessionID, delivery: Delivery, inbound_seq: int | None = None) -> None:
-        """A behaviour's answer to an inbound message (the AT echo): group-committed and sent by
-        the intake, with the inbound number it covers (``Intake.answer``)."""
-        number = None
-        if inbound_seq is not None and inbound_seq < MAX_SEQ_NUM:
-            cfg, key = self._keys[sid.toString()]
-            number = (key, self.stores[cfg.kind], inbound_seq + 1)
-        self.intake.answer(sid, delivery, number)
-
-    def deliver_many(self, batches: list[tuple[fix.SessionID, list[Delivery]]], numbers: InboundNumbers | None = None
-                     ) -> list[list[Delivery] | StoreError]:
-        """Group commit, then send (DESIGN §7): every message of each session's batch, its inbox
-        entry and its order view are committed in one script under the numbers QuickFIX will give
-        them — every session's script in one round trip per datastore (a dispatcher cycle's
-        order-entry sessions and drop copies together) — then each session's messages are sent;
-        ``toApp`` only checks each one is what was committed. A delivery already in the
-        session's inbox (sent before a crash) is dropped; a session whose batch did not commit
-        as a whole is committed again on its own (``_commit_alone``).
-
-        ``numbers`` (the intake's answers): each session's inbound number goes in its commit's
-        script; ``numbers.written`` says which were stored (a batch committed again on its own
-        leaves its number to the intake).
-
-        Per session, in ``batches``' order: the deliveries it stored and sent (not those found
-        delivered already), or the StoreError that kept its messages from being stored (its
-        entries are then retried; the other sessions' were sent). A failed round trip raises."""
-        outgoing = [_Outgoing(sid, *self._session_of(sid), fix.Session.lookupSession(sid), list(deliveries))
-                    for sid, deliveries in batches]
-        in_order = sorted(outgoing, key=lambda o: o.text)  # every session's locks taken in one order
-        with ExitStack() as sending:
-            for o in in_order:
-                sending.enter_context(self._send_locks[o.text])
-            with ExitStack() as numbering:
-                for o in in_order:
-                    numbering.enter_context(self._persist_locks[o.key])
-                committing = [o for o in outgoing if o.pending]
-                # (after the persist locks: a reset takes the numbers' lock holding its session's)
-                with numbers if numbers is not None else nullcontext():
-                    targets = [numbers.offered(o.key) if numbers is not None else None for o in committing]
-                    replies = write_together([(o.store, [self._commit_call(o, target)])
-                                              for o, target in zip(committing, targets)])
-                    for o, [reply], target in zip(committing, replies, targets):
-                        if self._committed(o, reply) and target is not None and numbers is not None:
-                            numbers.stored(o.key)
-            for o in outgoing:
-                if o.again:
-                    try:
-                        self._commit_alone(o)
-                    except StoreError as exc:
-                        o.error = exc
-            for o in outgoing:
-                if o.error is None and o.pending:
-                    self._send(o)
-        return [o.error if o.error is not None else o.pending for o in outgoing]
-
-    def _commit_call(self, o: _Outgoing, target: int | None = None) -> tuple[Any, ...]:
-        """``o``'s group commit (``COMMIT_BATCH``), its deliveries numbered from QuickFIX's next
-        sender number (under its persist lock) with the bytes QuickFIX will send; ``target``:
-        the inbound number stored with it."""
-        first = o.session.getExpectedSenderNum() if o.session is not None else 0
-        stamp = sending_time()
-        for i, d in enumerate(o.pending):
-            self._prepare(o.cfg, d, first + i, stamp)
-        records = [(OutboundRecord(d.seq, time.time_ns(), d.msg_type.encode(), d.raw), d.inbox_id,
-                    d.order_id, d.order_view, d.index) for d in o.pending]
-        return o.store.commit_batch_call(o.key, records, self._sent_marks.get(o.key, []), target)
-
-    def _committed(self, o: _Outgoing, reply: Any) -> bool:
-        """What ``o``'s group commit answered (under its persist lock): all stored (send them;
-        returns True), some found delivered before (nothing was written: the rest again,
-        alone), numbers that do not follow (one by one), or an error (not stored: its entries
-        are retried)."""
-        try:
-            done = batch_outcome(reply)
-        except SequenceReuse as exc:
-            self._one_by_one(o, exc)
-            return False
-        except StoreError as exc:
-            o.error = exc
-            return False
-        if done:
-            o.pending = [d for d in o.pending if d.inbox_id not in done]
-            o.again = bool(o.pending)
-            return False
-        self._sent_marks.pop(o.key, None)
-        self._last_sent[o.key] = max(self._last_sent.get(o.key, 0), o.pending[-1].seq)
-        return True
-
-    def _commit_alone(self, o: _Outgoing) -> None:
-        """``o``'s group commit on its own, until it goes through as a whole."""
-        while o.again:
-            o.again = False
-            with self._persist_locks[o.key]:
-                self._committed(o, o.store.write([self._commit_call(o)], raise_on_error=False)[0])
-
-    def _one_by_one(self, o: _Outgoing, exc: SequenceReuse) -> None:
-        """QuickFIX and Redis disagree on the next number (numbers committed ahead were never
-        used): ``o``'s deliveries are sent one by one, each stored by ``toApp`` displacing what
-        is unsent (``_persist``)."""
-        log.warning("%s: group commit not possible (%s); one commit per message", o.key, exc)
-        sent = o.store.delivered_many(o.key, [d.inbox_id for d in o.pending])
-        o.pending = [d for d in o.pending if d.inbox_id not in sent]
-        for d in o.pending:
-            d.seq = 0
-
-    def _send(self, o: _Outgoing) -> None:
-        """``o``'s committed deliveries onto the wire, in order (its send lock held)."""
-        if CRASH_AFTER_BATCH_COMMIT == str(o.key):  # fault tests: dead between commit and send
-            die(f"FIXGW_TEST_CRASH_AFTER_BATCH_COMMIT={o.key}", 9)
-        self._delivery_failed.discard(o.text)
-        message = self._message()
-        try:
-            for d in o.pending:
-                # One at a time, so a message QuickFIX does not pass through toApp (a logged-out
-                # session about to reset) can never pair toApp with the wrong delivery.
-                self._in_flight[threading.get_ident()] = (o.text, d)
-                fix.Session.sendToTarget(from_text(d.text, into=message), o.sid)
-        finally:
-            self._in_flight.pop(threading.get_ident(), None)
-        self._sent_marks[o.key] = [d.seq for d in o.pending if d.seq]
-        if o.text in self._delivery_failed:
-            o.error = StoreError(f"{o.key}: a delivery was not stored; its entry is retried")
-
-    def _message(self) -> fix.Message:
-        """This sending thread's message, refilled for each delivery (``from_text``). QuickFIX
-        keeps nothing of it after ``sendToTarget`` (it stores and sends the string), and
-        ``setString`` clears what the previous send filled in. The profile: constructing a
-        ``fix.Message`` per report was the costliest call into the bindings on the send path."""
-        message: fix.Message | None = getattr(self._scratch, "message", None)
-        if message is None:
-            message = self._scratch.message = fix.Message()
-        return message
-
-    def _prepare(self, cfg: SessionConfig, d: Delivery, seq: int, stamp: str) -> None:
-        """``d``'s bytes as QuickFIX will send them under ``seq`` (its header filled then)."""
-        d.seq, d.sending_time = seq, stamp
-        sender, target = cfg.sender_comp_id, cfg.target_comp_id
-        assert sender is not None and target is not None, "GatewaySettings fills them in"
-        d.raw = (filled_body if d.plain else filled)(d.text, cfg.begin_string, sender, target, seq, stamp)
-
-    def _in_flight_delivery(self) -> tuple[str, Delivery] | None:
-        """The session and delivery this thread is sending right now, if any (taken once)."""
-        return self._in_flight.pop(threading.get_ident(), None)
-
-    # --- QuickFIX callbacks -----------------------------------------------------------
 
     def onCreate(self, sid: fix.SessionID) -> None:  # noqa: N802 (QuickFIX's names)
         try:
@@ -471,7 +199,7 @@ class GatewayApplication(fix.Application):  # a SWIG director base
                 threading.Thread(target=self._disconnect, args=(sid,), daemon=True).start()
                 raise fix.DoNotSend() from None
 
-    def _sent_as_committed(self, message: fix.Message, text: str, delivery: Delivery) -> bool:
+    def _sent_as_committed(self, message: fix.Message, text: str, delivery: SessionMessage) -> bool:
         """The hot path of a group commit: QuickFIX is sending ``delivery`` under the number and
         with the bytes it was committed with (only SendingTime is QuickFIX's own: put back).
         A handful of calls into the bindings, no store I/O. False: it is a miss (``_persist``)."""
@@ -609,7 +337,7 @@ class GatewayApplication(fix.Application):  # a SWIG director base
 
     # --- persistence ------------------------------------------------------------------
 
-    def _persist(self, message: fix.Message, sid: fix.SessionID, delivery: Delivery | None = None) -> None:
+    def _persist(self, message: fix.Message, sid: fix.SessionID, delivery: SessionMessage | None = None) -> None:
         header = message.getHeader()
         cfg, key, store = self._session(sid)
         msg_type = header.getField(MSG_TYPE)

@@ -14,9 +14,9 @@ import threading
 
 import quickfix as fix
 
-from .application import Delivery, GatewayContext
 from .config import SessionConfig
-from .fixmsg import Inbound
+from .context import GatewayContext
+from .fixmsg import Inbound, SessionMessage
 
 
 class AcceptanceBehaviour:
@@ -38,7 +38,7 @@ class AcceptanceBehaviour:
         # The echo is the message as it came (its text: QuickFIX fills the header when it sends),
         # stored with the inbound number it answers.
         assert self.context is not None, "started before the acceptor accepts"
-        self.context.answer(sid, Delivery(message.text, message.msg_type, inbox_id=""),
+        self.context.answer(sid, SessionMessage(message.text, message.msg_type, inbox_id=""),
                             int(message.seq) if message.seq else None)
 
     def on_app_message(self, message: Inbound, sid: fix.SessionID, session: SessionConfig) -> None:

@@ -20,22 +20,23 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import quickfix as fix
 from redis.exceptions import RedisError
 
 from datastore.connection import RedisClient, is_cluster, own_connections, round_trip, text
 from matching.contracts import ContractError, DealExecuted, Event, EventType, OrderAccepted, parse_event
+from matching.instruments import InstrumentTable
 from matching.linger import Linger
 from matching.storage import Entries, ensure_group, read_group_command, read_groups_entries, trim_acknowledged
 from sessionstore import DROP_COPY, GatewayKey, OrderIndex, SessionKey, StoreError
 from sessionstore.store import NO_INDEX
 
 from . import translation as tr
-from .application import Delivery, GatewayContext
 from .config import SessionConfig
-from .fixmsg import body_text
+from .context import GatewayContext
+from .fixmsg import SessionMessage, body_text
 
 log = logging.getLogger("fixgw.dispatcher")
 
@@ -67,8 +68,8 @@ class OpenViews:
     def get(self, session: str, order_id: str) -> tr.OrderView | None:
         return self._views.get((session, order_id))
 
-    def committed(self, session: str, deliveries: list[tuple[Delivery, tr.OrderView | None]],
-                  sent: list[Delivery]) -> None:
+    def committed(self, session: str, deliveries: list[tuple[SessionMessage, tr.OrderView | None]],
+                  sent: list[SessionMessage]) -> None:
         """After a session's group commit of ``deliveries`` (each with the view it carries):
         those in ``sent`` that the group commit stored (``seq`` set) are what Redis holds; the
         others were found delivered before (stored by an earlier attempt, perhaps with another
@@ -86,16 +87,24 @@ class OpenViews:
         while len(cache) > self.limit:
             del cache[next(iter(cache))]
 
-    def forget(self, session: str, deliveries: list[Delivery]) -> None:
+    def forget(self, session: str, deliveries: list[SessionMessage]) -> None:
         """A commit that failed (or may have landed): its orders are read next time."""
         for d in deliveries:
             self._views.pop((session, d.order_id), None)
 
 
+class EventSource(Protocol):
+    """What the dispatcher needs of the behaviour that started it (order entry): the instrument
+    table its events are read with, and how long a ClOrdID stays claimed."""
+
+    table: InstrumentTable
+    window_ms: int
+
+
 class Dispatcher(threading.Thread):
     """Turns inbox events into messages for sessions; the only writer of order views."""
 
-    def __init__(self, behaviour: Any, context: GatewayContext) -> None:
+    def __init__(self, behaviour: EventSource, context: GatewayContext) -> None:
         super().__init__(name="fixgw-dispatcher", daemon=True)
         self.behaviour = behaviour
         self.context = context
@@ -344,7 +353,7 @@ class Dispatcher(threading.Thread):
                            if (self.key_text[cfg.name] in only if only is not None
                                else self.key_text[cfg.name] not in self.parked)]
         views = self._views(routed)
-        per_session: dict[str, list[tuple[Delivery, tr.OrderView | None]]] = {}  # with the view each commits
+        per_session: dict[str, list[tuple[SessionMessage, tr.OrderView | None]]] = {}  # with the view each commits
         table = self.behaviour.table
         for cfg, event, roles in routed:
             key = self.key_text[cfg.name]
@@ -354,7 +363,7 @@ class Dispatcher(threading.Thread):
                     views[(key, out.order_id)] = out.view  # the next event of this order sees it
                 view_json = out.view.to_json() if out.view is not None else ""
                 text = body_text(out.msg_type, out.fields)
-                delivery = Delivery(text, out.msg_type, out.inbox_id, out.order_id, view_json,
+                delivery = SessionMessage(text, out.msg_type, out.inbox_id, out.order_id, view_json,
                                     index=self._index(out.view, cfg.kind == DROP_COPY), plain=True)
                 per_session.setdefault(key, []).append((delivery, out.view))
         if not per_session:

@@ -14,6 +14,9 @@ from datetime import UTC, datetime
 
 import quickfix as fix
 
+from sessionstore import OrderIndex
+from sessionstore.store import NO_INDEX
+
 from .inputs import split_fields
 
 
@@ -171,3 +174,19 @@ def session_reject(ref_seq: str, ref_msg_type: str, tag: int, reason_code: str, 
 def business_reject(ref_seq: str, ref_msg_type: str, text: str, ref_id: str = "") -> fix.Message:
     """BusinessMessageReject (35=j), reason 0 (Other), for a request we could not process."""
     return build("j", [(45, ref_seq), (372, ref_msg_type), (379, ref_id), (380, "0"), (58, text)])
+
+
+@dataclass(slots=True)
+class SessionMessage:
+    """One event's message for one session, handed to ``GatewayApplication.deliver_many``."""
+
+    text: str  # MsgType and body as QuickFIX's ``toString`` holds them; QuickFIX fills the header when it sends
+    msg_type: str
+    inbox_id: str  # what the session's inbox records: each event reaches a session once
+    order_id: str = ""
+    order_view: str = ""  # the order's view after this message ('' = unchanged)
+    seq: int = 0  # the number it was committed under (0: not committed ahead)
+    raw: bytes = b""  # the message exactly as committed
+    sending_time: str = ""
+    index: OrderIndex = NO_INDEX  # what this message does to its order's ClOrdID records and retention
+    plain: bool = False  # ``text`` is what ``fixmsg.body_text`` made: MsgType, then body fields only

@@ -30,8 +30,9 @@ from sessionstore import DispatcherLock, GatewayKey, NotReplicated, SessionKey, 
 from sessionstore.settings import SessionStoreSettings
 
 from .affinity import cpus_for, pin_threads
-from .application import Behaviour, GatewayApplication, GatewayContext, die
+from .application import GatewayApplication
 from .config import GatewaySettings, MatchingLink, SessionConfig
+from .context import Behaviour, GatewayContext, die
 from .credentials import LogonLockout
 from .filestore import fresh_directory, write_session
 from .front import Front, FrontLimits, SessionGate, tls_context

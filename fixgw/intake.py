@@ -45,6 +45,8 @@ from datastore.connection import RedisClient, own_connections
 from matching.linger import Linger
 from sessionstore import SessionKey, SessionStore, StoreError
 
+from .fixmsg import SessionMessage
+
 log = logging.getLogger("fixgw.intake")
 
 
@@ -106,7 +108,7 @@ class InboundNumbers:
         self.written[session] = self._offered[session]
 
 
-Deliver = Callable[[list[tuple[fix.SessionID, list[Any]]], InboundNumbers], list[Any]]
+Deliver = Callable[[list[tuple[fix.SessionID, list[SessionMessage]]], InboundNumbers], list[Any]]
 
 
 class Intake:
@@ -119,7 +121,7 @@ class Intake:
         self._on_written = on_written
         self._deliver = deliver  # GatewayApplication.deliver_many: group commits, then sends
         self._work: list[Work] = []
-        self._answers: dict[str, tuple[fix.SessionID, list[Any]]] = {}
+        self._answers: dict[str, tuple[fix.SessionID, list[SessionMessage]]] = {}
         self._targets: dict[SessionKey, tuple[SessionStore, int]] = {}
         self._queued: dict[SessionKey, int] = {}  # the highest number queued per session since its last reset
         self._cond = threading.Condition()
@@ -139,9 +141,9 @@ class Intake:
             self._work.append(work)
             self._cond.notify()
 
-    def answer(self, sid: fix.SessionID, delivery: Any,
+    def answer(self, sid: fix.SessionID, delivery: SessionMessage,
                number: tuple[SessionKey, SessionStore, int] | None = None) -> None:
-        """Send ``delivery`` (an ``application.Delivery``) after a group commit. ``number``: the
+        """Send ``delivery`` (an ``application.SessionMessage``) after a group commit. ``number``: the
         inbound number answering it covers (the answered message's, plus one), queued with the
         answer so that the cycle taking the answer takes the number too and stores both in one
         commit — queued by the callback's ``record`` after it, a cycle could take the answer

@@ -22,8 +22,8 @@ from datastore.settings import RedisEndpoint
 from sessionstore.keys import partition_map
 
 if TYPE_CHECKING:
-    from .application import GatewayContext
     from .config import MatchingLink
+    from .context import GatewayContext
 
 log = logging.getLogger("fixgw.placement")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from datastore.embedded import ValkeyProcess, free_port, standalone
-from fixgw.application import CallbackWatch
+from fixgw.context import CallbackWatch
 from matching.keys import PartitionKeys
 from sessionstore.keys import SessionKey
 from tests.gateway_helpers import GatewayProc, RawFixClient, RawTrader, http_text, parse, wait_until

@@ -432,8 +432,9 @@ def the_cell_fails_on(monkeypatch: pytest.MonkeyPatch, command_id: str) -> list[
 
 
 def staging_fails_on(monkeypatch: pytest.MonkeyPatch, command_id: str) -> None:
-    """Staging any batch that holds ``command_id`` raises ValueError."""
+    """Staging any batch that holds ``command_id`` raises ValueError (in either commit loop)."""
     import matching.conductor as conductor_module
+    import matching.pipeline as pipeline_module
 
     real = conductor_module.commit_commands
 
@@ -443,6 +444,7 @@ def staging_fails_on(monkeypatch: pytest.MonkeyPatch, command_id: str) -> None:
         return real(keys, staged, *args)
 
     monkeypatch.setattr(conductor_module, "commit_commands", commit)
+    monkeypatch.setattr(pipeline_module, "commit_commands", commit)
 
 
 def failures_read_ahead(c: Conductor, error: type[BaseException]) -> list[bool]:
@@ -834,7 +836,7 @@ def test_pipelined_dedup_counts_the_batch_in_flight_as_processed(valkey: ValkeyP
     """The race the pipelined loop allows, forced: batch k+1's dedup reads ran before batch k's
     EXEC, so they found no records; k's command ids and accepted orders still make k+1's
     repeats duplicates, and nothing of them is applied twice."""
-    from matching.conductor import _Batch
+    from matching.conductor import Batch
 
     client = cell_client(RedisEndpoint(url=valkey.url))
     c = conductor(client)
@@ -842,7 +844,7 @@ def test_pipelined_dedup_counts_the_batch_in_flight_as_processed(valkey: ValkeyP
     c.rebuild()
     flow = [cmd for cmd in p0_flow(37, 200) if isinstance(cmd, PlaceOrder)][:6]
     # in flight: the first three commands, and (under another command id) the fourth's order
-    in_flight = _Batch([], flow[:3], [], {cmd.command_id for cmd in flow[:3]},
+    in_flight = Batch([], flow[:3], [], {cmd.command_id for cmd in flow[:3]},
                        {flow[3].order.order_id: b"an-earlier-command"})
     staged = c._match(flow, [None] * (2 * len(flow)), in_flight)  # the reads saw none of it
     assert c.metrics.duplicate_commands._value.get() == 3

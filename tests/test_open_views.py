@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fixgw.application import Delivery
 from fixgw.dispatcher import OpenViews
+from fixgw.fixmsg import SessionMessage
 from fixgw.translation import OrderView
 
 S = "ns/fsg/C1"
@@ -13,9 +13,9 @@ def view(order_id: str, status: str = "0", cum: str = "0") -> OrderView:
     return OrderView(order_id, f"cl-{order_id}", "ACME", "1", "2", "1", "10", "1.00", status=status, cum_qty=cum)
 
 
-def delivery(order_id: str, n: int = 0) -> Delivery:
+def delivery(order_id: str, n: int = 0) -> SessionMessage:
     """A delivery the group commit stored under number ``n + 1``."""
-    return Delivery(f"35=8|{order_id}|{n}", "8", f"e{n}:{order_id}:O", order_id, seq=n + 1)
+    return SessionMessage(f"35=8|{order_id}|{n}", "8", f"e{n}:{order_id}:O", order_id, seq=n + 1)
 
 
 def test_a_committed_open_view_is_served_and_a_newer_commit_replaces_it() -> None:

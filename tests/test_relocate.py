@@ -22,7 +22,8 @@ from matching.contracts import Command, parse_command, parse_event
 from matching.instruments import InstrumentTable
 from matching.keys import PartitionKeys
 from matching.outbox import GROUP as OUTBOX_GROUP
-from matching.relocation import Relocation, key_digest, key_digests, partition_key_names
+from matching.partition_copy import key_digest, key_digests, partition_key_names
+from matching.relocation import Relocation
 from sessionstore.keys import partition_map
 from tests.cell_helpers import (
     cell_client,
