@@ -15,7 +15,7 @@ from redis.exceptions import RedisError
 from datastore.connection import RedisClient
 from matching.amqp import AmqpCommandPublisher
 from matching.contracts import Command
-from matching.producer import append_commands
+from matching.producer import PartitionBeingMoved, append_commands
 from sessionstore import StoreError
 
 from .placement import PartitionClients
@@ -75,6 +75,10 @@ class AmqpCommandRouter:
             raise AppendFailed(f"{type(exc).__name__}: {exc}") from exc
 
 
+# What a failed append raises: nothing of it was appended, and appending it again is safe.
+NOT_APPENDED = (StoreError, RedisError, AppendFailed, PartitionBeingMoved)
+
+
 class HeldCommands:
     """Commands whose append to a partition failed, or whose outcome is unknown (a timeout
     after the write): republished in order until the datastore takes them. Safe because a
@@ -119,7 +123,7 @@ class HeldCommands:
                     continue
             try:
                 self._router.publish_commands(batch)
-            except (StoreError, RedisError, AppendFailed) as exc:
+            except NOT_APPENDED as exc:
                 log.error("%d commands to partition %d not appended (%s): held, republished until they are",
                           len(batch), partition, exc)
                 self._on_held(partition, len(batch))
@@ -136,7 +140,7 @@ class HeldCommands:
         try:
             self._router.publish_command(command)
             return True
-        except (StoreError, RedisError, AppendFailed) as exc:
+        except NOT_APPENDED as exc:
             log.error("command %s to partition %d not appended (%s): held, republished until it is",
                       command.command_id, command.partition, exc)
             self._on_held(command.partition, 1)
@@ -173,7 +177,7 @@ class HeldCommands:
             for partition, command in heads:
                 try:
                     self._router.publish_command(command)
-                except (StoreError, RedisError, AppendFailed) as exc:
+                except NOT_APPENDED as exc:
                     log.warning("held command %s for partition %d: still not appended: %s",
                                 command.command_id, partition, exc)
                     continue

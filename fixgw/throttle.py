@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 @dataclass
 class TokenBucket:
     """``rate`` messages per second on average, bursts of up to ``burst`` (default: one second's
-    worth). ``take(now)`` spends a token if one is there; refused messages spend nothing."""
+    worth, and at least one message: a rate below one a second still lets a message through
+    every 1/rate seconds). ``take(now)`` spends a token if one is there; refused messages spend
+    nothing."""
 
     rate: float
     burst: float = 0.0
@@ -18,7 +20,7 @@ class TokenBucket:
     def __post_init__(self) -> None:
         if self.rate <= 0:
             raise ValueError(f"a throttle's rate must be positive, got {self.rate}")
-        self.burst = self.burst or self.rate
+        self.burst = self.burst or max(self.rate, 1.0)
         self.tokens = self.burst
 
     def take(self, now: float) -> bool:

@@ -9,8 +9,9 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -333,3 +334,62 @@ def system_on_one_server(tmp: Path, aof: bool = False, **options: object) -> Ite
             yield s
         finally:
             s.stop()
+
+
+def _group_done(client, stream: str) -> bool:  # type: ignore[no-untyped-def]
+    """Every entry of ``stream`` delivered to each of its consumer groups and acknowledged."""
+    if not client.exists(stream):
+        return True
+    for group in client.xinfo_groups(stream):
+        last = group["last-delivered-id"]
+        last = last.decode() if isinstance(last, bytes) else str(last)
+        if int(group["pending"]) or client.xrange(stream, f"({last}", "+", count=1):
+            return False
+    return True
+
+
+def last_report_sent(store, namespace: str, kind: str, name: str) -> int:  # type: ignore[no-untyped-def]
+    """The highest MsgSeqNum the session store holds for an application message of the session
+    (heartbeats and other admin messages aside): what the client must have read last."""
+    from sessionstore.codec import decode_record, decode_seq_field
+    from sessionstore.keys import SessionKey
+
+    key = SessionKey(namespace, kind, name)
+    highest = 0
+    for chunk in store.scan_iter(match=f"{key.tag}/store/*".replace("{", "\\{").replace("}", "\\}")):
+        for field, raw in store.hgetall(chunk).items():
+            record = decode_record(chunk.decode(), field, raw)
+            if record.msg_type.decode() not in ("0", "1", "2", "3", "4", "5", "A"):
+                highest = max(highest, decode_seq_field(chunk.decode(), field))
+    return highest
+
+
+def read_up_to(client: DemoClient) -> int:
+    """The highest MsgSeqNum of the application messages ``client`` has read."""
+    return max((int(r[34]) for r in reports(client)), default=0)
+
+
+def wait_quiet(system: System, sessions: dict[str, tuple[str, Callable[[], int]]], timeout: float = 60.0) -> None:
+    """Wait until nothing more can reach these sessions: every partition's commands processed and
+    events published, every gateway inbox dispatched (committed, sent, acknowledged), and each
+    client has read every application message its session stored. Then a report that has
+    not arrived never will: "exactly once" is checked on stored state, not after a pause."""
+    from sessionstore.keys import GatewayKey
+
+    store = system.store.client()
+    streams = [(server.client(), key) for p, server in enumerate(system.partitions)
+               for key in (f"matching:{{matching-p{p}}}:commands", f"matching:{{matching-p{p}}}:events")]
+    streams += [(store, GatewayKey("e2e", kind).inbox_stream) for kind in ("fsg", "dc")]
+
+    def quiet() -> bool:
+        if not all(_group_done(client, stream) for client, stream in streams):
+            return False
+        for name, (kind, read) in sessions.items():
+            if read() < last_report_sent(store, "e2e", kind, name):
+                return False
+        return True
+
+    deadline = time.monotonic() + timeout
+    while not quiet():
+        assert time.monotonic() < deadline, f"not quiet after {timeout:.0f} s"
+        time.sleep(0.1)

@@ -20,12 +20,20 @@ from tests.system_helpers import (
     ORDER_ENTRY_SESSIONS,
     ReplyDroppingProxy,
     System,
+    read_up_to,
     reports,
     summary,
+    wait_quiet,
     wait_reports,
 )
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
+
+
+def raw_read_up_to(trader: RawTrader) -> int:
+    """The highest MsgSeqNum of the application messages ``trader`` has read."""
+    return max((int(m[34]) for m in trader.received if m.get(35) not in (b"0", b"1", b"2", b"4", b"5", b"A")),
+               default=0)
 
 
 def exec_ids(client: DemoClient) -> Counter[str]:
@@ -47,9 +55,10 @@ def cross(c1: DemoClient, c2: DemoClient, n: int, symbol: str, prefix: str, sett
         c2.order(f"{prefix}b{i}", "1", "1", "10.00", symbol=symbol)
 
 
-def assert_exactly_once(client: DemoClient, expected: int) -> None:
+def assert_exactly_once(system: System, client: DemoClient, expected: int) -> None:
     wait_count(client, expected)
-    time.sleep(0.5)  # anything extra would have arrived by now
+    kind = "dc" if client.name == "DROPCOPY" else "fsg"
+    wait_quiet(system, {client.name: (kind, lambda: read_up_to(client))})  # nothing more can come
     ids = exec_ids(client)
     assert len(ids) == expected and max(ids.values()) == 1, f"{client.name}: duplicates {ids.most_common(3)}"
 
@@ -65,8 +74,8 @@ def test_sigkill_of_a_conductor_mid_flow_loses_and_duplicates_nothing(tmp_path: 
             time.sleep(0.5)
             system.cells[("conductor", 1)].start()  # waits out the dead one's lease, then redelivers
             for c in (c1, c2):
-                assert_exactly_once(c, 80)  # New + Fill for each of 40 orders
-            assert_exactly_once(dc, 160)
+                assert_exactly_once(system, c, 80)  # New + Fill for each of 40 orders
+            assert_exactly_once(system, dc, 160)
         finally:
             system.stop()
 
@@ -89,8 +98,8 @@ def test_sigkill_of_the_gateway_mid_flow_loses_and_duplicates_nothing(tmp_path: 
             system.gateway.kill()
             system.gateway.start().wait_active(60)  # a new process: sessions rebuilt from Redis
             for c in (c1, c2):
-                assert_exactly_once(c, 80)
-            assert_exactly_once(dc, 160)
+                assert_exactly_once(system, c, 80)
+            assert_exactly_once(system, dc, 160)
             # The flow may have finished before the kill: an order after the restart shows that the
             # new process numbers on from where the killed one stopped.
             c1.order("gafter", "2", "1", "11.00", symbol="T11")
@@ -111,8 +120,8 @@ def test_session_store_and_two_partitions_on_three_separate_servers(tmp_path: Pa
             cross(c1, c2, 3, "T1", "a")  # pair 10: partition 0
             cross(c1, c2, 3, "T2", "b")  # pair 11: partition 1
             for c in (c1, c2):
-                assert_exactly_once(c, 12)
-            assert_exactly_once(dc, 24)
+                assert_exactly_once(system, c, 12)
+            assert_exactly_once(system, dc, 24)
             assert p0.client().exists("matching:{matching-p0}:meta") and not p0.client().exists(
                 "matching:{matching-p1}:meta")
             assert p1.client().exists("matching:{matching-p1}:meta")
@@ -178,9 +187,9 @@ def test_standby_cells_take_over_a_stalled_conductor_and_a_killed_outbox_in_orde
             cross(c1, c2, 10, "T14", "z", settle=False)
             standbys[0].kill()  # the successor dies in turn: the original, which held the lease before, regains it
             for c in (c1, c2):
-                assert_exactly_once(c, 80)  # New + Fill for each of 40 orders
+                assert_exactly_once(system, c, 80)  # New + Fill for each of 40 orders
                 assert_in_order_per_order(c)
-            assert_exactly_once(dc, 160)
+            assert_exactly_once(system, dc, 160)
             assert_in_order_per_order(dc)
         finally:
             for s in standbys:
@@ -269,7 +278,8 @@ def test_a_session_whose_commits_are_refused_gets_every_report_once_accepted_aga
             client.set(owner, epoch)
             for t in (trader, copy):
                 t.wait_for(lambda m, t=t: all(news(t, c) for c in placed), "every New", timeout=30)
-            time.sleep(1.0)  # anything extra would have arrived by now
+            wait_quiet(system, {"CLIENT1": ("fsg", lambda: raw_read_up_to(trader)),
+                                "DROPCOPY": ("dc", lambda: raw_read_up_to(copy))})  # nothing more can come
             assert all(len(news(trader, c)) == 1 and len(news(copy, c)) == 1 for c in placed), "each report once"
             for t in (trader, copy):
                 assert [m[11] for m in t.received if m.get(150) == b"0"] == placed, "in order"
@@ -332,7 +342,8 @@ def test_a_parked_session_holds_back_only_its_own_reports(tmp_path: Path) -> Non
 
             client.set(owner, epoch)
             c2.wait_for(lambda m: all(execs(c2, c, b"F") for c in makers), "CLIENT2's fills", timeout=30)
-            time.sleep(1.0)  # anything extra would have arrived by now
+            wait_quiet(system, {"CLIENT1": ("fsg", lambda: raw_read_up_to(c1)),
+                                "CLIENT2": ("fsg", lambda: raw_read_up_to(c2))})  # nothing more can come
             assert [m[11] for m in c2.received if m.get(150) == b"F"] == [c.encode() for c in makers], "in order, once"
             assert all(len(execs(c1, c, b"F")) == 1 for c in takers) and all(len(execs(c1, c, b"0")) == 1 for c in later)
             for t in (c1, c2):
@@ -377,7 +388,8 @@ def test_entries_held_for_a_parked_session_survive_a_gateway_killed_meanwhile(tm
             client.set(owner, epoch)  # the operator mends the stamp; the new process stamps its own
             system.gateway.start().wait_active(60)
             assert c2.wait(lambda: len([r for r in reports(c2) if r.get(150) == "F"]) >= 5, 30), reports(c2)[-3:]
-            time.sleep(1.0)  # anything extra would have arrived by now
+            wait_quiet(system, {"CLIENT1": ("fsg", lambda: read_up_to(c1)),
+                                "CLIENT2": ("fsg", lambda: read_up_to(c2))})  # nothing more can come
             fills = [r for r in reports(c2) if r.get(150) == "F"]
             assert [r[11] for r in fills] == makers, "each fill once, in order"
             assert len({r[17] for r in fills}) == 5

@@ -49,11 +49,11 @@ def test_two_contenders_only_one_holds(endpoint: RedisEndpoint) -> None:
 def test_renewal_keeps_the_lock_past_its_ttl(valkey: ValkeyProcess) -> None:
     client = valkey.client()
     gw = gateway()
-    a = DispatcherLock(client, gw, ttl=0.6, renewal=0.15)
+    a = DispatcherLock(client, gw, ttl=1.0, renewal=0.1)  # a renewal would have to stall 0.9 s to miss
     assert a.try_acquire()
-    time.sleep(1.5)
+    time.sleep(2.0)  # twice the TTL: held only if renewed
     assert a.held
-    assert not DispatcherLock(client, gw, ttl=0.6, renewal=0.15).try_acquire()
+    assert not DispatcherLock(client, gw, ttl=1.0, renewal=0.1).try_acquire()
     a.release()
 
 
@@ -69,7 +69,9 @@ def test_takeover_after_ttl_expiry_fences_the_stalled_former_holder(valkey: Valk
     old_store.commit_outbound(session, record(1))
 
     old.lease.stop_renewing()  # the former holder stalls: no renewals (a GC pause, a frozen VM)
-    time.sleep(0.7)
+    deadline = time.monotonic() + 10
+    while client.exists(old.lease.key) and time.monotonic() < deadline:  # its TTL runs out in the datastore
+        time.sleep(0.05)
     new = DispatcherLock(client, gw, ttl=5, renewal=1)
     assert new.try_acquire(), "standby takes over once the TTL has run out"
     new_store = SessionStore(client, new)
