@@ -30,6 +30,10 @@ log = logging.getLogger("fixgw.session")
 # its sends for this session (``namespace/gateway/name``), as a SIGKILL there would.
 CRASH_AFTER_BATCH_COMMIT = os.environ.get("FIXGW_TEST_CRASH_AFTER_BATCH_COMMIT", "")
 
+# Fault tests only (tests/test_e2e_faults.py): after the first message of every batch of more than
+# one for this session, a Heartbeat is sent, taking the next number as QuickFIX's own would.
+ADMIN_IN_BATCH = os.environ.get("FIXGW_TEST_ADMIN_IN_BATCH", "")
+
 
 
 @dataclass(slots=True)
@@ -177,11 +181,16 @@ class GroupCommit:
         self._delivery_failed.discard(o.text)
         message = self._message()
         try:
-            for d in o.pending:
+            for i, d in enumerate(o.pending):
                 # One at a time, so a message QuickFIX does not pass through toApp (a logged-out
                 # session about to reset) can never pair toApp with the wrong delivery.
                 self._in_flight[threading.get_ident()] = (o.text, d)
                 fix.Session.sendToTarget(from_text(d.text, into=message), o.sid)
+                if i == 0 and len(o.pending) > 1 and ADMIN_IN_BATCH == str(o.key):
+                    # Fault tests: an admin message takes a number inside the batch, as QuickFIX's
+                    # own heartbeat may; the committed numbers after it must not go out as they are.
+                    self._in_flight.pop(threading.get_ident(), None)
+                    fix.Session.sendToTarget(from_text("35=0\x01"), o.sid)
         finally:
             self._in_flight.pop(threading.get_ident(), None)
         self._sent_marks[o.key] = [d.seq for d in o.pending if d.seq]
