@@ -14,8 +14,11 @@ import sys
 import threading
 from collections.abc import Callable
 
-from redis.exceptions import RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ReadOnlyError, RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from datastore.availability import Availability
 from datastore.connection import RedisClient, check_credentials, connect
 from datastore.settings import ConfigError, RedisEndpoint
 from sessionstore.keys import GatewayKey
@@ -33,6 +36,7 @@ from .storage import Inboxes, reconcile
 
 log = logging.getLogger("matching")
 
+BOOT_WAIT_S = 60.0  # how long a starting cell waits for its datastore to take writes
 RELOCATION_POLL_S = 0.1  # one HGET of the marker: a relocation's freeze waits this long for the cells
 
 
@@ -104,6 +108,14 @@ def _partition(settings: CellSettings) -> int:
     return settings.partition
 
 
+def at_boot(partition: int) -> Availability:
+    """A cell started while its datastore fails over (no primary yet, a demoted one, a reset
+    connection) waits for it, as a running cell does, instead of exiting: nothing is written
+    before the datastore takes writes again."""
+    return Availability(f"partition {partition}'s datastore", BOOT_WAIT_S,
+                        (RedisConnectionError, RedisTimeoutError, ReadOnlyError))
+
+
 def broker_link(settings: CellSettings, role: str) -> AmqpLink | None:
     """The broker connection of a ``rabbitmq`` cell, connected now: unreachable stops the process."""
     if settings.transport != "rabbitmq":
@@ -169,8 +181,10 @@ def build_conductor(settings: CellSettings, inboxes: Inboxes | None = None) -> C
 def run_conductor(settings: CellSettings, target: str | None = None, also: list[str] | None = None,
                   configured: CellSettings | None = None) -> int:
     conductor = build_conductor(settings, direct_inboxes(settings, target, also or [], configured))
-    check_credentials(conductor.client, settings.endpoint(), "matching (REDIS_USERNAME, REDIS_PASSWORD_ENV)")
-    conductor.boot()
+    booting = at_boot(conductor.partition)
+    booting.call(lambda: check_credentials(conductor.client, settings.endpoint(),
+                                           "matching (REDIS_USERNAME, REDIS_PASSWORD_ENV)"))
+    booting.call(conductor.boot)
     # A broker source is consumed only while the lease is held (``Conductor._step_from_source``):
     # subscribed at start, a standby's consumer could be the one the broker makes active, and
     # the lease holder's would wait behind it for good.
@@ -188,7 +202,7 @@ def run_outbox(settings: CellSettings, target: str | None, also: list[str],
     partition = _partition(settings)
     endpoint = settings.endpoint()
     data = connect(endpoint, client_name=f"outbox-p{partition}-data")
-    check_credentials(data, endpoint, "matching (REDIS_USERNAME, REDIS_PASSWORD_ENV)")
+    at_boot(partition).call(lambda: check_credentials(data, endpoint, "matching (REDIS_USERNAME, REDIS_PASSWORD_ENV)"))
     control = connect(endpoint, client_name=f"outbox-p{partition}-control")
     inboxes = connect(inbox_endpoint(settings, target, configured), client_name=f"outbox-p{partition}-target")
     link = broker_link(settings, "outbox")
@@ -198,6 +212,7 @@ def run_outbox(settings: CellSettings, target: str | None, also: list[str],
                           metrics=OutboxMetrics(partition), lease_ttl_ms=settings.lease_ttl_ms,
                           lease_renew_s=settings.lease_ttl_ms / 3000, durability=settings.durability_policy,
                           linger_s=settings.batch_linger_ms / 1000)
+    at_boot(partition).call(worker.ensure_group)  # (the loop ensures it again: a successor may find it gone)
     http = CellHttp(settings.http_port, worker.metrics.registry,
                     lambda: worker.has_lease and (link is None or link.healthy)).start()
     return _serve(http, f"outbox p{partition} draining {PartitionKeys(partition).events}", worker.run, control,

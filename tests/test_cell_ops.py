@@ -11,6 +11,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -263,3 +264,48 @@ def test_cluster_failover_mid_stream_keeps_every_command_once() -> None:
         promoted = cluster.primary_of(KEYS.commands).client()  # (KEYS goes to one node: the slot's)
         assert len(promoted.keys(KEYS.processed_command("*"))) == len({cmd.command_id for cmd in flow})
         assert projected(stream_events(observer)) == reference_events(flow)
+
+
+def test_a_cell_started_while_its_datastore_has_no_primary_waits_for_one_and_serves(tmp_path: Path) -> None:
+    """A conductor and an outbox started while their Sentinel group has no primary (both servers
+    down, Sentinel answering "No master found"): they wait — they used to exit at boot with
+    MasterNotFoundError, and only a supervisor's restart brought them back — and take their
+    leases once the primary is back."""
+    from tests.gateway_helpers import ROOT, cell_env
+
+    with SentinelGroup("matching-p0") as group:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "MATCHING_PARTITION": "0", "MATCHING_PARTITION_COUNT": "2",
+               "MATCHING_INSTRUMENTS": str(ROOT / "config" / "instruments.toml"), "MATCHING_LEASE_TTL_MS": "2000",
+               **cell_env(group.url)}
+        primary, replica = group.primary, group.replica
+        replica.kill()
+        primary.kill()
+        sentinel = group.sentinels[0].client()
+        deadline = time.monotonic() + 30
+        while "s_down" not in str(sentinel.execute_command("SENTINEL", "MASTER", "matching-p0")):
+            assert time.monotonic() < deadline, "Sentinel never saw the primary down"
+            time.sleep(0.1)
+        logs = [tmp_path / "conductor.log", tmp_path / "outbox.log"]
+        cells = [subprocess.Popen([sys.executable, "-m", "matching", role], env=env, stdout=log.open("w"),
+                                  stderr=subprocess.STDOUT) for role, log in zip(("conductor", "outbox"), logs)]
+        try:
+            time.sleep(3.0)  # booting against no primary at all
+            assert all(c.poll() is None for c in cells), [log.read_text()[-1500:] for log in logs]
+            primary.restart()
+            replica.restart()
+            client = connect(RedisEndpoint(sentinels=group.sentinel_addresses, sentinelGroup="matching-p0"))
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    if client.exists(KEYS.conductor_lease) and client.exists(KEYS.outbox_lease):
+                        break
+                except Exception:  # noqa: BLE001 (Sentinel may not list the primary again yet)
+                    pass
+                assert all(c.poll() is None for c in cells), [log.read_text()[-1500:] for log in logs]
+                time.sleep(0.2)
+            assert client.exists(KEYS.conductor_lease) and client.exists(KEYS.outbox_lease), "both serve"
+        finally:
+            for c in cells:
+                c.terminate()
+            for c in cells:
+                c.wait(15)
