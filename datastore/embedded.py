@@ -50,8 +50,11 @@ class ValkeyProcess:
     """One valkey-server (or sentinel) process with its own port and data directory."""
 
     def __init__(self, config: dict[str, Any], *, sentinel: bool = False, name: str = "valkey",
-                 data_dir: str | Path | None = None, port: int | None = None) -> None:
+                 data_dir: str | Path | None = None, port: int | None = None, host: str = HOST) -> None:
+        """``host``: the address it binds and is reached at (a test host's address in a network
+        namespace of its own; the port is then still picked on loopback, where it is free too)."""
         self.port = port or free_port()
+        self._host = host
         self.name = name
         self.sentinel = sentinel
         self._own_dir = data_dir is None
@@ -59,7 +62,7 @@ class ValkeyProcess:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.config = {
             "port": self.port,
-            "bind": HOST,
+            "bind": host,
             "dir": str(self.dir),
             "save": '""',
             "appendonly": "no",
@@ -71,15 +74,15 @@ class ValkeyProcess:
 
     @property
     def host(self) -> str:
-        return HOST
+        return self._host
 
     @property
     def url(self) -> str:
-        return f"redis://{HOST}:{self.port}/0"
+        return f"redis://{self.host}:{self.port}/0"
 
     @property
     def address(self) -> str:
-        return f"{HOST}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def _write_config(self) -> Path:
         path = self.dir / ("sentinel.conf" if self.sentinel else "valkey.conf")
@@ -116,7 +119,7 @@ class ValkeyProcess:
     def client(self, **kwargs: Any) -> redis.Redis:
         kwargs.setdefault("socket_timeout", 5)
         kwargs.setdefault("password", self.config.get("requirepass"))
-        return redis.Redis(host=HOST, port=self.port, **kwargs)
+        return redis.Redis(host=self.host, port=self.port, **kwargs)
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -172,12 +175,13 @@ class ValkeyProcess:
 
 
 def standalone(*, aof: bool = False, appendfsync: str = "everysec", name: str = "valkey",
-               data_dir: str | Path | None = None, port: int | None = None, **extra: Any) -> ValkeyProcess:
+               data_dir: str | Path | None = None, port: int | None = None, host: str = HOST,
+               **extra: Any) -> ValkeyProcess:
     """A standalone server (not started). ``appendfsync``: always | everysec | no."""
     if appendfsync not in ("always", "everysec", "no"):
         raise ValueError(f"appendfsync must be always, everysec or no, not {appendfsync!r}")
     config: dict[str, Any] = {"appendonly": "yes" if aof else "no", "appendfsync": appendfsync, **extra}
-    return ValkeyProcess(config, name=name, data_dir=data_dir, port=port)
+    return ValkeyProcess(config, name=name, data_dir=data_dir, port=port, host=host)
 
 
 class Sentinels:
@@ -211,7 +215,7 @@ class Sentinels:
         quorum = self.count // 2 + 1
         for s in self.processes:
             c = s.client()
-            c.execute_command("SENTINEL", "MONITOR", group, HOST, primary.port, quorum)
+            c.execute_command("SENTINEL", "MONITOR", group, primary.host, primary.port, quorum)
             for option, value in (("down-after-milliseconds", down_after_ms),
                                   ("failover-timeout", failover_timeout_ms), ("parallel-syncs", 1)):
                 c.execute_command("SENTINEL", "SET", group, option, value)
@@ -278,7 +282,7 @@ class SentinelGroup:
     def start(self) -> SentinelGroup:
         try:
             self.primary.start()
-            self.replica.config["replicaof"] = f"{HOST} {self.primary.port}"
+            self.replica.config["replicaof"] = f"{self.primary.host} {self.primary.port}"
             self.replica.start()
             _wait(lambda: self.replica.client().info("replication").get("master_link_status") == "up",
                   "replica to sync")
@@ -311,7 +315,7 @@ class SentinelGroup:
         operator brings a failed host back), and wait until it is in sync and Sentinel counts it."""
         primary, down = self._roles()
         assert not down.running, "both servers are running: nothing to bring back"
-        down.config["replicaof"] = f"{HOST} {primary.port}"
+        down.config["replicaof"] = f"{primary.host} {primary.port}"
         _ports_given.add(down.port)
         down.start()
         _wait(lambda: down.client().info("replication").get("master_link_status") == "up",

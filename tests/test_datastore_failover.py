@@ -13,8 +13,6 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,91 +20,10 @@ import pytest
 from datastore.embedded import SentinelGroup, Sentinels
 from fixgw.demo import DemoClient
 from tests.gateway_helpers import http_json
-from tests.system_helpers import System, reports
+from tests.system_helpers import System
+from tests.venue import Flow, answers, fills, sequence_numbers, watch_ready
 
 pytestmark = pytest.mark.slow
-
-RATE = 60  # requests per second, as a venue's test harness sends them
-SYMBOLS = ("T1", "T2")  # pairs 10 and 11: partitions 0 and 1
-
-
-class Flow:
-    """Two traders sending, in turn, a crossing pair (two fills), a resting sell then its
-    cancel, a resting buy then its replace and the replacement's cancel: eight requests a
-    round, paced at ``RATE``. Remembers what each request was."""
-
-    def __init__(self, c1: DemoClient, c2: DemoClient) -> None:
-        self.c1, self.c2 = c1, c2
-        self.sent: dict[str, tuple[DemoClient, str]] = {}  # ClOrdID → (client, "D" | "F" | "G")
-        self.stop = threading.Event()
-        self.rounds = 0
-        self.thread = threading.Thread(target=self._run, name="flow", daemon=True)
-
-    def _run(self) -> None:
-        gap = 1.0 / RATE
-        due = time.monotonic()
-        while not self.stop.is_set():
-            for step in self._round(self.rounds):
-                due += gap
-                time.sleep(max(0.0, due - time.monotonic()))
-                step()
-            self.rounds += 1
-
-    def _round(self, i: int) -> list[Callable[[], None]]:
-        c1, c2, sym = self.c1, self.c2, SYMBOLS[i % 2]
-
-        def order(c: DemoClient, clordid: str, side: str, price: str) -> Callable[[], None]:
-            def send() -> None:
-                self.sent[clordid] = (c, "D")
-                c.order(clordid, side, "1", price, symbol=sym)
-            return send
-
-        def cancel(c: DemoClient, clordid: str, orig: str, side: str) -> Callable[[], None]:
-            def send() -> None:
-                self.sent[clordid] = (c, "F")
-                c.cancel(clordid, orig, side, symbol=sym)
-            return send
-
-        def replace(c: DemoClient, clordid: str, orig: str) -> Callable[[], None]:
-            def send() -> None:
-                self.sent[clordid] = (c, "G")
-                c.replace(clordid, orig, "1", "1", "6.00", symbol=sym)
-            return send
-
-        return [order(c1, f"s{i}", "2", "10.00"), order(c2, f"b{i}", "1", "10.00"),
-                order(c1, f"r{i}", "2", "50.00"), cancel(c1, f"x{i}", f"r{i}", "2"),
-                order(c2, f"q{i}", "1", "5.00"), replace(c2, f"g{i}", f"q{i}"),
-                cancel(c2, f"y{i}", f"g{i}", "1"), order(c1, f"n{i}", "2", "60.00")]
-
-
-def answers(client: DemoClient) -> Counter[str]:
-    """How many times each request (by its ClOrdID) was answered: its first ExecutionReport
-    (New, Rejected, Canceled, Replaced) or its OrderCancelReject. Fills are not answers."""
-    out: Counter[str] = Counter()
-    for r in reports(client):
-        if r.get(43) == "Y":
-            continue  # a resend of a message already counted
-        if r[35] == "9" or r.get(150) in ("0", "8", "4", "5"):
-            out[r[11]] += 1
-    return out
-
-
-def fills(client: DemoClient) -> set[str]:
-    return {r[17] for r in reports(client) if r[35] == "8" and r.get(150) in ("F", "1", "2")}
-
-
-def sequence_numbers(client: DemoClient) -> list[int]:
-    return [int(r[34]) for r in reports(client) if r.get(43) != "Y"]
-
-
-def watch_ready(port: int, seen: list[tuple[float, bool, str]], stop: threading.Event) -> None:
-    while not stop.wait(0.05):
-        try:
-            status, body = http_json(port)
-        except OSError:
-            continue
-        seen.append((time.monotonic(), status == 200, "; ".join(body.get("problems", [])) if status != 200 else ""))
-
 
 REPLICA_BACK_AFTER_S = 4.0  # the killed server is back, as a replica, this long after the kill
 

@@ -1,0 +1,283 @@
+"""Faults of the network under the processes, injected by the kernel (``tests/netfault.py``).
+
+The venue runs on five hosts, each a network namespace of its own on one bridge: ``gw`` (the
+gateway, and the test's FIX clients beside it), ``cond`` (the two conductors), ``obx`` (the two
+outbox workers), ``store`` (the session store's Valkey) and ``pds`` (the partitions' Valkey).
+Under the steady flow of ``tests/venue.py`` (new orders, cancels, replaces; a drop copy
+watching), one fault at a time is injected and then healed:
+
+- a partition (every packet dropped both ways) of 2 s and of 20 s between the gateway and its
+  session store, between the conductors and their partitions' primary, and between the outbox
+  workers and the gateway's datastore (their target);
+- 5 % of the packets lost on both datastores' links, for 10 s;
+- 50 ms ± 10 ms more on every round trip to either datastore, from start to end (``DelayProxy``).
+
+After each run, from outside the processes: every request answered exactly once (accepted,
+possibly late, or refused with a reason), no sequence number reaching a client twice as a new
+message, the drop copy holding every fill once, each partition's committed events equal to the
+reference matcher's for its command stream, and the system serving again after the fault
+without anyone touching it. A process that must stop (a gateway whose lease expired) is started
+again by a supervisor, as systemd does with the unit files in ``deploy/``.
+
+``.ci/run`` sets ``FIXGW_REQUIRE_FAULTS=1``: where root, ``ip`` or ``nft`` is missing, these tests
+fail there instead of skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+
+from datastore.embedded import ValkeyProcess, standalone
+from fixgw.demo import DemoClient
+from tests.gateway_helpers import http_json
+from tests.netfault import DelayProxy, Net, missing
+from tests.system_helpers import System
+from tests.venue import (
+    AnswerClock,
+    Flow,
+    Seen,
+    check_drop_copy_has_every_fill,
+    check_every_request_answered_once,
+    check_no_sequence_number_twice,
+    check_partition_trades_as_the_reference,
+    first_answered_after,
+    seen_between,
+    watch_ready,
+)
+
+pytestmark = pytest.mark.slow
+
+HOSTS = ["gw", "cond", "obx", "store", "pds"]
+
+
+@pytest.fixture
+def net() -> Iterator[Net]:
+    why = missing()
+    if why:
+        if os.environ.get("FIXGW_REQUIRE_FAULTS") == "1":
+            pytest.fail(f"FIXGW_REQUIRE_FAULTS=1 but {why}")
+        pytest.skip(why)
+    with Net(HOSTS) as n:
+        yield n
+
+
+class PlacedSystem(System):
+    """``System`` with each process started inside its host, and a supervisor that starts the
+    gateway or a cell again when it exits (as systemd's ``Restart=always`` does)."""
+
+    def __init__(self, net: Net, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.net = net
+        self.restarts: list[str] = []
+        self._stop_supervisor = threading.Event()
+        self._supervisor: threading.Thread | None = None
+
+    def host_of(self, role: str) -> str:
+        return {"conductor": "cond", "outbox": "obx"}.get(role, "gw")
+
+    def start(self) -> PlacedSystem:
+        try:
+            with self.net.inside("gw"):
+                self.gateway.start().wait_active(60)
+            for (role, _), cell in self.cells.items():
+                with self.net.inside(self.host_of(role)):
+                    cell.start()
+        except BaseException:
+            self.stop()
+            raise
+        self._supervisor = threading.Thread(target=self._supervise, name="supervisor", daemon=True)
+        self._supervisor.start()
+        return self
+
+    def _supervise(self) -> None:
+        while not self._stop_supervisor.wait(0.5):
+            gw = self.gateway
+            if gw.proc is not None and gw.proc.poll() is not None:
+                self.restarts.append(f"gateway (exit {gw.proc.returncode})")
+                with self.net.inside("gw"):
+                    gw.proc = None
+                    gw.start()
+            for (role, p), cell in self.cells.items():
+                if cell.proc is not None and cell.proc.poll() is not None:
+                    self.restarts.append(f"{role} p{p} (exit {cell.proc.returncode})")
+                    with self.net.inside(self.host_of(role)):
+                        cell.start()
+
+    def client(self, name: str, reset_on_logon: bool = False) -> DemoClient:
+        with self.net.inside("gw"):  # QuickFIX's threads, and its reconnects, live in the gateway's host
+            return super().client(name, reset_on_logon)
+
+    def ready(self) -> tuple[int, dict[str, object]]:
+        with self.net.inside("gw"):
+            return http_json(self.gateway.http_port)
+
+    def stop(self) -> None:
+        self._stop_supervisor.set()
+        if self._supervisor is not None:
+            self._supervisor.join(5)
+        super().stop()
+
+
+def datastore(net: Net, host: str, name: str) -> ValkeyProcess:
+    with net.inside(host):
+        return standalone(host=net.address[host], name=name).start()
+
+
+@dataclass
+class Fault:
+    what: str
+    seconds: float
+    start: float
+    healed: float
+    recovered: float  # seconds from the heal until a new order sent after it was answered
+    reasons: list[str]  # what /ready said was wrong meanwhile (figures left out)
+    restarts: list[str]  # processes the supervisor started again meanwhile
+
+
+class Run:
+    """One venue under the flow: its clients, the answer clock and the /ready watch."""
+
+    def __init__(self, system: PlacedSystem) -> None:
+        self.system = system
+        self.c1, self.c2, self.dc = system.client("CLIENT1"), system.client("CLIENT2"), system.client("DROPCOPY")
+        self.flow = Flow(self.c1, self.c2)
+        self.clock = AnswerClock([self.c1, self.c2])
+        self.ready: list[tuple[float, bool, str]] = []
+        self.faults: list[Fault] = []
+        self.stop_watch = threading.Event()
+        with system.net.inside("gw"):
+            threading.Thread(target=watch_ready, args=(system.gateway.http_port, self.ready, self.stop_watch),
+                             daemon=True).start()
+        self.flow.thread.start()
+        time.sleep(1.5)  # trading before any fault
+
+    def fault(self, what: str, inject: Callable[[], None], seconds: float) -> None:
+        """Inject, wait ``seconds``, heal, and wait until a new order sent after the heal is
+        answered by its cell; what the clients saw is told by ``finish``."""
+        start = time.monotonic()
+        restarted = len(self.system.restarts)
+        inject()
+        time.sleep(seconds)
+        self.system.net.heal()
+        healed = time.monotonic()
+        recovered = first_answered_after(self.flow, self.clock, healed)
+        reasons = sorted({re.sub(r"[\d.]+", "N", why.split(" (")[0]) for at, ok, why in self.ready
+                          if start <= at and not ok})
+        self.faults.append(Fault(what, seconds, start, healed, recovered, reasons, self.system.restarts[restarted:]))
+        time.sleep(1.0)
+
+    def finish(self, partitions: list[tuple[ValkeyProcess, int]]) -> list[tuple[Fault, Seen]]:
+        """Stop the flow, check every guarantee, and say what the clients saw of each fault."""
+        self.flow.stop.set()
+        self.flow.thread.join(5)
+        sent = check_every_request_answered_once(self.flow, [self.c1, self.c2])
+        check_no_sequence_number_twice([self.c1, self.c2, self.dc])
+        filled = check_drop_copy_has_every_fill([self.c1, self.c2], self.dc)
+        net, store = self.system.net, self.system.store
+        compared = 0
+        with net.inside("gw"):  # reaches both datastores' hosts
+            store_client = redis.Redis.from_url(store.url, socket_timeout=5)
+            for server, p in partitions:
+                client = redis.Redis.from_url(server.url, socket_timeout=5)
+                compared += check_partition_trades_as_the_reference(client, store_client, p,
+                                                                    str(self.system.instruments))
+            status, body = http_json(self.system.gateway.http_port)
+        assert status == 200, f"/ready is true once every fault healed: {body}"
+        self.clock.stop.set()
+        self.clock.thread.join(2)
+        self.clock.run_once()
+        out = []
+        for f in self.faults:
+            seen = seen_between(self.flow, self.clock, f.start, f.healed)
+            out.append((f, seen))
+            print(f"{f.what} for {f.seconds:.0f} s: {seen.describe()}; a new order sent after the heal answered "
+                  f"{f.recovered:.1f} s after it; /ready meanwhile: {'; '.join(f.reasons) or 'always 200'}; "
+                  f"restarts: {', '.join(f.restarts) or 'none'}")
+        print(f"{sent} requests answered once each, {filled} fills on the drop copy once each, {compared} commands "
+              f"matched as the reference; violations: 0")
+        return out
+
+    def close(self) -> None:
+        self.stop_watch.set()
+        self.clock.stop.set()
+
+
+def venue(net: Net, tmp_path: Path, store: ValkeyProcess, pds: ValkeyProcess, *,
+          store_address: str | None = None, pds_address: str | None = None) -> PlacedSystem:
+    """The system on the five hosts. ``store_address``, ``pds_address``: where the processes reach
+    the datastores when not directly (a ``DelayProxy``)."""
+
+    class At:  # a datastore as the processes are told of it
+        def __init__(self, server: ValkeyProcess, address: str | None) -> None:
+            self.url = f"redis://{address}/0" if address else server.url
+
+    store_at, pds_at = At(store, store_address), At(pds, pds_address)
+    # The session store's lease outlives a 2 s partition but not a 20 s one (then the gateway
+    # stops, is started again, and takes the lease back once the store answers).
+    return PlacedSystem(net, tmp_path, store_at, [pds_at, pds_at], inbox_delivery="outbox", lock_ttl="5s")
+
+
+@pytest.mark.parametrize("seconds", [2, 20])
+def test_partitions_between_each_process_and_its_datastore_lose_and_double_nothing(
+        net: Net, tmp_path: Path, seconds: int) -> None:
+    store = datastore(net, "store", "store")
+    pds = datastore(net, "pds", "partitions")
+    system = venue(net, tmp_path, store, pds).start()
+    run = None
+    try:
+        run = Run(system)
+        run.fault("gateway | session store", lambda: net.cut("gw", "store"), seconds)
+        run.fault("conductors | partitions' primary", lambda: net.cut("cond", "pds"), seconds)
+        run.fault("outbox workers | gateway's datastore", lambda: net.cut("obx", "store"), seconds)
+        if seconds == 2:
+            run.fault("5 % packet loss on both datastores' links",
+                      lambda: (net.lose("store", 5), net.lose("pds", 5)), 10)
+        run.finish([(pds, 0), (pds, 1)])
+    finally:
+        if run is not None:
+            run.close()
+        system.stop()
+        with net.inside("store"):
+            store.stop()
+        with net.inside("pds"):
+            pds.stop()
+
+
+def test_fifty_milliseconds_more_on_every_datastore_round_trip_loses_and_doubles_nothing(
+        net: Net, tmp_path: Path) -> None:
+    store = datastore(net, "store", "store")
+    pds = datastore(net, "pds", "partitions")
+    with net.inside("store"):
+        store_link = DelayProxy(net.address["store"], (store.host, store.port), 0.050, 0.010)
+    with net.inside("pds"):
+        pds_link = DelayProxy(net.address["pds"], (pds.host, pds.port), 0.050, 0.010)
+    system = venue(net, tmp_path, store, pds, store_address=store_link.address, pds_address=pds_link.address).start()
+    run = None
+    try:
+        run = Run(system)
+        began = time.monotonic()
+        time.sleep(10)
+        seen = seen_between(run.flow, run.clock, began, time.monotonic() - 2)
+        print(f"50 ms ± 10 ms on every round trip for 10 s: {seen.describe()}")
+        run.finish([(pds, 0), (pds, 1)])
+        assert not [why for why in seen.refused if "stale-clordid" not in why], \
+            f"a slow link is not a reason to refuse: {seen.refused}"
+    finally:
+        if run is not None:
+            run.close()
+        system.stop()
+        store_link.close()
+        pds_link.close()
+        with net.inside("store"):
+            store.stop()
+        with net.inside("pds"):
+            pds.stop()
