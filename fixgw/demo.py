@@ -55,6 +55,7 @@ class DemoClient(fix.Application):
         self.name = sender
         self.sid = fix.SessionID(begin, sender, target)
         self.reports: list[dict[int, str]] = []
+        self.logouts: list[str] = []  # the Text (58) of every Logout received: why a session ended
         self.cond = threading.Condition()
         self.logged_on = False
         directory.mkdir(parents=True, exist_ok=True)
@@ -80,7 +81,9 @@ class DemoClient(fix.Application):
         return None
 
     def fromAdmin(self, m: Any, sid: Any) -> None:  # noqa: N802
-        return None
+        if m.getHeader().getField(35) == "5":
+            with self.cond:
+                self.logouts.append(m.getField(58) if m.isSetField(58) else "")
 
     def fromApp(self, m: Any, sid: Any) -> None:  # noqa: N802
         fields = {35: m.getHeader().getField(35)}

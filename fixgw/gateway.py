@@ -69,7 +69,8 @@ class Gateway:
         self.stores = {kind: SessionStore(self.client, lock, on_write=self.metrics.store_write.observe,
                                           replica_acks=store_settings.replicaAcks,
                                           replica_timeout_ms=int(store_settings.replicaAckTimeout * 1000),
-                                          availability=self.availability)
+                                          availability=self.availability,
+                                          replication_mark=lock.gateway.replication_mark)
                        for kind, lock in self.locks.items()}
         self.acceptor: Any = None
         self.front: Front | None = None

@@ -207,7 +207,9 @@ def run_outbox(settings: CellSettings, target: str | None, also: list[str],
     inboxes = connect(inbox_endpoint(settings, target, configured), client_name=f"outbox-p{partition}-target")
     link = broker_link(settings, "outbox")
     publisher: Publisher = (AmqpEventPublisher(link, settings.amqp_exchange) if link is not None
-                            else RedisStreamsPublisher(inboxes, owner_routes(inbox_of, also)))
+                            else RedisStreamsPublisher(inboxes, owner_routes(inbox_of, also),
+                                                       replica_acks=settings.target_replica_acks,
+                                                       replica_timeout_ms=settings.target_replica_ack_timeout_ms))
     worker = OutboxWorker(data, control, partition, publisher,
                           metrics=OutboxMetrics(partition), lease_ttl_ms=settings.lease_ttl_ms,
                           lease_renew_s=settings.lease_ttl_ms / 3000, durability=settings.durability_policy,

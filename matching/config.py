@@ -86,6 +86,15 @@ class CellSettings(BaseSettings):
         "memory", validation_alias=_alias("MATCHING_DURABILITY", "durability"))
     durability_timeout_ms: int = Field(2000, ge=1, validation_alias=_alias("MATCHING_DURABILITY_TIMEOUT_MS",
                                                                             "durability_timeout_ms"))
+    # The outbox worker's writes into the gateway's inboxes: WAIT for this many replicas of that
+    # datastore after each (behind an increment of a mark key, so a replayed publish is covered
+    # too), as the gateway's replicaAcks does for its own writes. A publish they do not confirm
+    # is not acknowledged and goes again; without it, events published to a primary that is then
+    # cut off and demoted (a split brain) are lost with it. 0: the primary's word is enough.
+    target_replica_acks: int = Field(0, ge=0, validation_alias=_alias("MATCHING_TARGET_REPLICA_ACKS",
+                                                                      "target_replica_acks"))
+    target_replica_ack_timeout_ms: int = Field(1000, ge=1, validation_alias=_alias(
+        "MATCHING_TARGET_REPLICA_ACK_TIMEOUT_MS", "target_replica_ack_timeout_ms"))
     stp_mode: StpMode = Field(StpMode.CANCEL_TAKER, validation_alias=_alias("MATCHING_STP_MODE", "stp_mode"))
     batch_size: int = Field(100, ge=1, le=10000, validation_alias=_alias("MATCHING_BATCH_SIZE", "batch_size"))
     # outbox: the conductor appends events to the partition's event stream and the outbox worker

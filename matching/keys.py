@@ -95,3 +95,8 @@ def book_member(priority: int, order_id: str) -> str:
 def parse_member(member: str) -> tuple[int, str]:
     priority, _, order_id = member.partition(":")
     return int(priority), order_id
+
+
+# On the datastore of the gateways' inboxes: incremented by an outbox worker just before each
+# WAIT that confirms a publish on that datastore's replicas (MATCHING_TARGET_REPLICA_ACKS).
+TARGET_REPLICATION_MARK = "{matching}/outbox-replication-mark"

@@ -48,7 +48,7 @@ from datastore.lease import Lease
 
 from .config import LEASE_TTL_MS, Durability
 from .contracts import ContractError, Event, parse_event
-from .keys import PartitionKeys, publisher_fence
+from .keys import TARGET_REPLICATION_MARK, PartitionKeys, publisher_fence
 from .linger import Linger
 from .metrics import OutboxMetrics
 from .storage import Entries, durable_barrier, ensure_group, read_group, read_group_command, read_group_entries
@@ -128,9 +128,14 @@ class RedisStreamsPublisher:
     """Publishes into Redis streams (the gateways' inboxes), routed per event (``destinations``:
     each stream once, as ``owner_routes`` gives them), fenced per stream."""
 
-    def __init__(self, client: RedisClient, destinations: Callable[[Event], Iterable[str]]) -> None:
+    def __init__(self, client: RedisClient, destinations: Callable[[Event], Iterable[str]], *,
+                 replica_acks: int = 0, replica_timeout_ms: int = 1000) -> None:
+        """``replica_acks``: confirm each publish on this many replicas of the target (WAIT
+        behind an increment of ``TARGET_REPLICATION_MARK``) before it counts as published."""
         self.client = client
         self.destinations = destinations
+        self.replica_acks = replica_acks
+        self.replica_timeout_ms = replica_timeout_ms
         self._script = client.register_script(PUBLISH_FENCED)
         self._partition = 0
         self._still_holder: Callable[[], bool] = lambda: True
@@ -182,6 +187,10 @@ class RedisStreamsPublisher:
                 args += [d.event.event_id, d.event.command_id, d.stream_id, d.body]
             # EVALSHA by hand: redis-py's Script in a pipeline asks SCRIPT EXISTS on every execute
             calls.append(("EVALSHA", self._script.sha, 2, stream, publisher_fence(stream), *args))
+        if calls and self.replica_acks:
+            # WAIT covers its own connection's last write: the mark makes that a write of this
+            # round trip even when every publish in it was a replay the script recognised.
+            calls += [("INCR", TARGET_REPLICATION_MARK), ("WAIT", self.replica_acks, self.replica_timeout_ms)]
         try:
             if beside is None:
                 replies, beside_replies = round_trip(self.client, calls) if calls else [], []
@@ -189,6 +198,11 @@ class RedisStreamsPublisher:
                 replies, beside_replies = round_trips([(self.client, calls), beside], meanwhile)
         except RedisError as exc:
             raise PublishError(f"publish failed: {exc}") from exc
+        if calls and self.replica_acks:
+            acked, _mark = replies.pop(), replies.pop()
+            if not isinstance(acked, Exception) and int(acked) < self.replica_acks:
+                raise PublishError(f"published on the target's primary, but only {acked} of {self.replica_acks} "
+                                   f"replicas acknowledged within {self.replica_timeout_ms} ms")
         if any(isinstance(r, NoScriptError) for r in replies):
             self.client.script_load(PUBLISH_FENCED)  # a restarted target: load it, then publish again
             return self._publish_once(by_stream)[0], beside_replies

@@ -49,6 +49,14 @@ class GatewayKey:
         return f"{self.tag}/epoch"
 
     @property
+    def replication_mark(self) -> str:
+        """A counter every replicated write increments before its WAIT (``replicaAcks``): WAIT
+        confirms only the offset of its own connection's last write, and a write replayed on a
+        new connection may write nothing (the scripts recognise it); the mark makes every WAIT
+        cover everything the primary applied before it."""
+        return f"{self.tag}/replication-mark"
+
+    @property
     def inbox_stream(self) -> str:
         """Stream of matching events addressed to this gateway's sessions."""
         return f"{self.tag}/inbox"

@@ -45,6 +45,12 @@ class SessionStoreSettings(BaseSettings, RedisEndpoint):
             )
         if self.replicaAcks and self.nodes:
             raise ValueError("replicaAcks is supported with standalone and Sentinel, not yet with Cluster")
+        if self.replicaAcks and self.replicaAckTimeout >= self.socketTimeout:
+            # The WAIT rides in the write's round trip: a socket timeout shorter than it cuts the
+            # answer off, and every slow acknowledgement would be a dropped connection and a retry.
+            raise ValueError(f"replicaAckTimeout ({self.replicaAckTimeout:g}s) must be shorter than "
+                             f"socketTimeout ({self.socketTimeout:g}s): the WAIT's answer arrives within the "
+                             "write's socket timeout")
         if self.dispatchBatchSize < 1:
             raise ValueError(f"dispatchBatchSize must be at least 1, got {self.dispatchBatchSize}")
         for bad in "{}/":

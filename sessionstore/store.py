@@ -133,7 +133,7 @@ class SessionStore:
     def __init__(self, client: RedisClient, fence: Fence,
                  on_write: Callable[[float], None] | None = None,
                  replica_acks: int = 0, replica_timeout_ms: int = 1000,
-                 availability: Availability | None = None) -> None:
+                 availability: Availability | None = None, replication_mark: str | None = None) -> None:
         """``availability``: how long an operation waits for the datastore to have a primary
         again (a failover) while the fence holds; none: it fails at once, as redis-py's own
         retries (maxAttempts) leave it."""
@@ -144,6 +144,12 @@ class SessionStore:
         # a write acknowledged here survives the loss of the primary (replicaAcks setting).
         self.replica_acks = replica_acks
         self.replica_timeout_ms = replica_timeout_ms
+        # Written just before each WAIT (GatewayKey.replication_mark): a WAIT after a write of
+        # this connection's own covers every write the primary applied before it, the ones a
+        # lost connection made included. Without it, a write retried on a new connection that
+        # found its scripts' work already done wrote nothing, and WAIT on that connection
+        # answered at once: "replicated", of a write only the old primary held (a split brain).
+        self.replication_mark = replication_mark or "{fixgw}/replication-mark"
         self._on_write = on_write  # observes each write's latency in seconds (metrics)
         self._cluster = is_cluster(client)
         self._sources: dict[str, str] = {}  # sha → script, for reloading after NOSCRIPT
@@ -205,7 +211,7 @@ class SessionStore:
 
     def _packed_calls(self, calls: list[Call]) -> list[Any]:
         if self.replica_acks:
-            calls = [*calls, ("WAIT", self.replica_acks, self.replica_timeout_ms)]
+            calls = [*calls, ("INCR", self.replication_mark), ("WAIT", self.replica_acks, self.replica_timeout_ms)]
         with checked_out(self.client) as conn:
             def round_trip(todo: list[Call]) -> list[Any]:
                 conn.connect()  # after a retry's disconnect: through Sentinel again, to the primary now
@@ -226,6 +232,7 @@ class SessionStore:
                     replies[i] = reply
         if self.replica_acks:
             acked = replies.pop()
+            replies.pop()  # the mark's INCR
             if not isinstance(acked, Exception) and int(acked) < self.replica_acks:
                 raise NotReplicated(f"written on the primary, but only {acked} of {self.replica_acks} "
                                     f"replicas acknowledged within {self.replica_timeout_ms} ms")

@@ -125,4 +125,4 @@ def test_one_datastore_holding_everything_with_replica_acks_and_direct_delivery(
     datastore, the conductors appending events to the inboxes in their own commits, and
     replicaAcks = 1. Right after the promotion the new primary has no replica, so no write can be
     acknowledged: the gateway holds them (``failoverWait``) until the old primary is back."""
-    run_venue(tmp_path, ["store"], store_lines="replicaAcks = 1", shared=True)
+    run_venue(tmp_path, ["store"], store_lines="replicaAcks = 1\nreplicaAckTimeout = \"300ms\"", shared=True)

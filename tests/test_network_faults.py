@@ -36,7 +36,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from datastore.embedded import ValkeyProcess, standalone
+from datastore.connection import connect
+from datastore.embedded import Sentinels, ValkeyProcess, standalone
+from datastore.settings import RedisEndpoint, parse_address
 from fixgw.demo import DemoClient
 from tests.gateway_helpers import http_json
 from tests.netfault import DelayProxy, Net, missing
@@ -103,6 +105,7 @@ class PlacedSystem(System):
             gw = self.gateway
             if gw.proc is not None and gw.proc.poll() is not None:
                 self.restarts.append(f"gateway (exit {gw.proc.returncode})")
+                gw.log.rename(gw.log.with_suffix(f".{len(self.restarts)}.log"))  # kept for the post-mortem
                 with self.net.inside("gw"):
                     gw.proc = None
                     gw.start()
@@ -179,13 +182,16 @@ class Run:
         """Stop the flow, check every guarantee, and say what the clients saw of each fault."""
         self.flow.stop.set()
         self.flow.thread.join(5)
+        for c in (self.c1, self.c2, self.dc):
+            if c.logouts:
+                print(f"{c.name} was logged out: {c.logouts}")
         sent = check_every_request_answered_once(self.flow, [self.c1, self.c2])
         check_no_sequence_number_twice([self.c1, self.c2, self.dc])
         filled = check_drop_copy_has_every_fill([self.c1, self.c2], self.dc)
         net, store = self.system.net, self.system.store
         compared = 0
         with net.inside("gw"):  # reaches both datastores' hosts
-            store_client = redis.Redis.from_url(store.url, socket_timeout=5)
+            store_client = connect(RedisEndpoint(**parse_address(store.url)))  # a URL or a Sentinel group
             for server, p in partitions:
                 client = redis.Redis.from_url(server.url, socket_timeout=5)
                 compared += check_partition_trades_as_the_reference(client, store_client, p,
@@ -266,9 +272,10 @@ def test_fifty_milliseconds_more_on_every_datastore_round_trip_loses_and_doubles
         run = Run(system)
         began = time.monotonic()
         time.sleep(10)
-        seen = seen_between(run.flow, run.clock, began, time.monotonic() - 2)
-        print(f"50 ms ± 10 ms on every round trip for 10 s: {seen.describe()}")
+        ended = time.monotonic()
         run.finish([(pds, 0), (pds, 1)])
+        seen = seen_between(run.flow, run.clock, began, ended)
+        print(f"50 ms ± 10 ms on every round trip for 10 s: {seen.describe()}")
         assert not [why for why in seen.refused if "stale-clordid" not in why], \
             f"a slow link is not a reason to refuse: {seen.refused}"
     finally:
@@ -279,5 +286,116 @@ def test_fifty_milliseconds_more_on_every_datastore_round_trip_loses_and_doubles
         pds_link.close()
         with net.inside("store"):
             store.stop()
+        with net.inside("pds"):
+            pds.stop()
+
+
+SPLIT_HOSTS = ["gw", "cell", "pds", "s1", "s2", "s3"]
+
+
+@pytest.fixture
+def split_net() -> Iterator[Net]:
+    why = missing()
+    if why:
+        if os.environ.get("FIXGW_REQUIRE_FAULTS") == "1":
+            pytest.fail(f"FIXGW_REQUIRE_FAULTS=1 but {why}")
+        pytest.skip(why)
+    with Net(SPLIT_HOSTS) as n:
+        yield n
+
+
+class SpreadGroup:
+    """The session store's Sentinel group spread over three hosts, as a venue runs it: the primary
+    and a Sentinel on ``s1``, the replica and a Sentinel on ``s2``, a third Sentinel on ``s3``."""
+
+    def __init__(self, net: Net, group: str = "e2e-store") -> None:
+        self.net, self.group = net, group
+        self.servers: dict[str, ValkeyProcess] = {}
+        self.sentinels = Sentinels(name="split-sentinel")
+
+    def start(self) -> SpreadGroup:
+        net = self.net
+        sync_now = {"repl-diskless-sync-delay": 0}
+        with net.inside("s1"):
+            primary = standalone(host=net.address["s1"], name="s1", aof=True, **sync_now).start()
+        with net.inside("s2"):
+            replica = standalone(host=net.address["s2"], name="s2", aof=True, replicaof=f"{primary.host} {primary.port}",
+                                 **sync_now).start()
+        self.servers = {"s1": primary, "s2": replica}
+        for host in ("s1", "s2", "s3"):
+            with net.inside(host):
+                s = ValkeyProcess({"sentinel": ["resolve-hostnames no"]}, sentinel=True, name=f"sentinel-{host}",
+                                  host=net.address[host])
+                del s.config["save"], s.config["appendonly"]
+                self.sentinels.processes.append(s.start())
+        with net.inside("gw"):  # reaches every host: the group is set up from there
+            wait_for(lambda: replica.client().info("replication").get("master_link_status") == "up", "replica sync")
+            self.sentinels.watch(self.group, primary)
+            self.sentinels.wait_discovered(self.group, replicas=1)
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"sentinel://{','.join(self.sentinels.addresses)}/{self.group}"
+
+    def primary_port(self) -> int:
+        with self.net.inside("s3"):  # the majority's view
+            return self.sentinels.processes[2].client(socket_timeout=1).sentinel_get_master_addr_by_name(self.group)[1]
+
+    def stop(self) -> None:
+        for host, s in zip(("s1", "s2", "s3"), self.sentinels.processes, strict=False):
+            with self.net.inside(host):
+                s.stop()
+        for host, server in self.servers.items():
+            with self.net.inside(host):
+                server.stop()
+
+
+def wait_for(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_a_split_brain_of_the_session_stores_primary_loses_and_doubles_nothing(split_net: Net, tmp_path: Path) -> None:
+    """The session store's primary and its Sentinel cut off from the other two hosts of the group
+    for 10 s: the majority promotes the replica, while the old primary keeps taking writes from
+    the gateway and the outbox workers, which still reach it. With ``replicaAcks = 1`` nothing the
+    old primary alone took is acknowledged (no replica confirms it), so nothing is sent on its
+    word; once the cut heals, the old primary is demoted and what only it held is discarded."""
+    net = split_net
+    group = SpreadGroup(net).start()
+    with net.inside("pds"):
+        pds = standalone(host=net.address["pds"], name="partitions").start()
+
+    class At:
+        url = group.url
+
+    system = PlacedSystem(net, tmp_path, At(), [pds, pds], inbox_delivery="outbox", lock_ttl="5s",  # type: ignore[arg-type]
+                          store_lines='replicaAcks = 1\nreplicaAckTimeout = "300ms"')
+    system.host_of = lambda role: "gw" if role == "gateway" else "cell"  # type: ignore[method-assign]
+    for (role, _), cell in system.cells.items():
+        if role == "outbox":  # its writes into the gateway's inboxes confirmed as the gateway's own
+            cell.env["MATCHING_TARGET_REPLICA_ACKS"] = "1"
+            cell.env["MATCHING_TARGET_REPLICA_ACK_TIMEOUT_MS"] = "300"
+    system.start()
+    run = None
+    try:
+        run = Run(system)
+        before = group.primary_port()
+        run.fault("session store's primary | the rest of its group (split brain)",
+                  lambda: net.isolate("s1", ["s2", "s3"]), 10)
+        assert group.primary_port() != before, "the majority promoted the replica"
+        with net.inside("s1"):
+            wait_for(lambda: group.servers["s1"].client().info("replication")["role"] == "slave",
+                     "the old primary to be demoted once the cut healed")
+        run.finish([(pds, 0), (pds, 1)])
+    finally:
+        if run is not None:
+            run.close()
+        system.stop()
+        group.stop()
         with net.inside("pds"):
             pds.stop()

@@ -90,6 +90,8 @@ def test_duration_units() -> None:
 def test_replica_acks_are_refused_with_cluster_until_supported() -> None:
     with pytest.raises(ConfigError, match="replicaAcks is supported with standalone and Sentinel"):
         load_session_store({"nodes": ["h:1"], "replicaAcks": 1})
+    with pytest.raises(ConfigError, match=r"replicaAckTimeout \(2s\) must be shorter than socketTimeout \(2s\)"):
+        load_session_store({"url": "redis://h:1", "replicaAcks": 1, "replicaAckTimeout": "2s"})
     assert load_session_store({"url": "redis://h:1", "replicaAcks": 1, "replicaAckTimeout": "250ms"}
                               ).replicaAckTimeout == 0.25
 

@@ -31,6 +31,7 @@ class Flow:
         self.c1, self.c2 = c1, c2
         self.sent: dict[str, tuple[DemoClient, str]] = {}  # ClOrdID → (client, "D" | "F" | "G")
         self.sent_at: dict[str, float] = {}  # ClOrdID → when it was sent (time.monotonic)
+        self.lock = threading.Lock()  # other threads read what was sent while the flow runs
         self.stop = threading.Event()
         self.rounds = 0
         self.thread = threading.Thread(target=self._run, name="flow", daemon=True)
@@ -45,27 +46,35 @@ class Flow:
                 step()
             self.rounds += 1
 
+    def sent_since(self, start: float, end: float = float("inf")) -> list[tuple[str, str, float]]:
+        """(ClOrdID, kind, sent at) of the requests sent from ``start`` until ``end``."""
+        with self.lock:
+            return [(c, self.sent[c][1], at) for c, at in self.sent_at.items() if start <= at < end]
+
     def _round(self, i: int) -> list[Callable[[], None]]:
         c1, c2, sym = self.c1, self.c2, SYMBOLS[i % 2]
 
         def order(c: DemoClient, clordid: str, side: str, price: str) -> Callable[[], None]:
             def send() -> None:
-                self.sent[clordid] = (c, "D")
-                self.sent_at[clordid] = time.monotonic()
+                with self.lock:
+                    self.sent[clordid] = (c, "D")
+                    self.sent_at[clordid] = time.monotonic()
                 c.order(clordid, side, "1", price, symbol=sym)
             return send
 
         def cancel(c: DemoClient, clordid: str, orig: str, side: str) -> Callable[[], None]:
             def send() -> None:
-                self.sent[clordid] = (c, "F")
-                self.sent_at[clordid] = time.monotonic()
+                with self.lock:
+                    self.sent[clordid] = (c, "F")
+                    self.sent_at[clordid] = time.monotonic()
                 c.cancel(clordid, orig, side, symbol=sym)
             return send
 
         def replace(c: DemoClient, clordid: str, orig: str) -> Callable[[], None]:
             def send() -> None:
-                self.sent[clordid] = (c, "G")
-                self.sent_at[clordid] = time.monotonic()
+                with self.lock:
+                    self.sent[clordid] = (c, "G")
+                    self.sent_at[clordid] = time.monotonic()
                 c.replace(clordid, orig, "1", "1", "6.00", symbol=sym)
             return send
 
@@ -123,6 +132,7 @@ class AnswerClock:
         self.clients = clients
         self.answered_at: dict[str, float] = {}
         self.answer: dict[str, dict[int, str]] = {}
+        self.lock = threading.Lock()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="answer-clock", daemon=True)
         self.thread.start()
@@ -136,8 +146,14 @@ class AnswerClock:
         for c in self.clients:
             for clordid, r in first_answers(c).items():
                 if clordid not in self.answered_at:
-                    self.answered_at[clordid] = now
-                    self.answer[clordid] = r
+                    with self.lock:
+                        self.answered_at[clordid] = now
+                        self.answer[clordid] = r
+
+    def snapshot(self) -> dict[str, tuple[float, dict[int, str]]]:
+        """ClOrdID → (when first answered, that answer)."""
+        with self.lock:
+            return {c: (at, self.answer[c]) for c, at in self.answered_at.items()}
 
 
 @dataclass
@@ -148,26 +164,27 @@ class Seen:
     accepted: int = 0
     refused: Counter[str] = field(default_factory=Counter)  # reason (Text 58, figures left out) → count
     longest_wait_s: float = 0.0
+    waits: list[float] = field(default_factory=list)
 
     def describe(self) -> str:
         why = "; ".join(f"{n}× {text!r}" for text, n in self.refused.most_common(3))
+        median = sorted(self.waits)[len(self.waits) // 2] if self.waits else 0.0
         return (f"{self.sent} requests: {self.accepted} accepted, {sum(self.refused.values())} refused"
-                f"{' (' + why + ')' if why else ''}; longest wait {self.longest_wait_s:.1f} s")
+                f"{' (' + why + ')' if why else ''}; wait median {median:.2f} s, longest {self.longest_wait_s:.1f} s")
 
 
 def seen_between(flow: Flow, clock: AnswerClock, start: float, end: float) -> Seen:
     import re
 
     seen = Seen()
-    for clordid, at in list(flow.sent_at.items()):
-        if not start <= at < end:
-            continue
+    answers_now = clock.snapshot()
+    for clordid, _, at in flow.sent_since(start, end):
         seen.sent += 1
-        answered = clock.answered_at.get(clordid)
-        if answered is None:
+        if clordid not in answers_now:
             continue
+        answered, r = answers_now[clordid]
         seen.longest_wait_s = max(seen.longest_wait_s, answered - at)
-        r = clock.answer[clordid]
+        seen.waits.append(answered - at)
         if r[35] == "9" or r.get(150) == "8":
             seen.refused[re.sub(r"\d+(\.\d+)?", "N", r.get(58, ""))] += 1
         else:
@@ -180,8 +197,8 @@ def first_answered_after(flow: Flow, clock: AnswerClock, after: float, timeout: 
     (service is back: a cancel the gateway refuses itself would not say so)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        later = [clock.answered_at[c] for c, at in list(flow.sent_at.items())
-                 if at >= after and flow.sent[c][1] == "D" and c in clock.answered_at]
+        answered = clock.snapshot()
+        later = [answered[c][0] for c, kind, _ in flow.sent_since(after) if kind == "D" and c in answered]
         if later:
             return min(later) - after
         time.sleep(0.05)
@@ -191,7 +208,8 @@ def first_answered_after(flow: Flow, clock: AnswerClock, after: float, timeout: 
 def check_every_request_answered_once(flow: Flow, clients: list[DemoClient], timeout: float = 90.0) -> int:
     """Each request the flow sent was answered exactly once (accepted, possibly late, or refused
     with a reason), once nothing more can come. Returns how many were sent."""
-    sent = dict(flow.sent)
+    with flow.lock:
+        sent = dict(flow.sent)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and len(set(sent) & set(sum((answers(c) for c in clients), Counter()))) < len(sent):
         time.sleep(0.2)
@@ -200,7 +218,9 @@ def check_every_request_answered_once(flow: Flow, clients: list[DemoClient], tim
     unanswered = sorted(set(sent) - set(got))
     twice = sorted(k for k, n in got.items() if n > 1)
     assert not unanswered, f"{len(unanswered)} of {len(sent)} requests unanswered: {unanswered[:20]}"
-    assert not twice, f"answered more than once: {twice[:20]}"
+    assert not twice, f"answered more than once: {twice[:20]}; the first: " + "; ".join(
+        "|".join(f"{t}={r[t]}" for t in (34, 35, 11, 41, 17, 150, 39, 43, 58) if t in r)
+        for c in clients for r in reports(c, twice[0]) if r.get(11) == twice[0])
     return len(sent)
 
 
