@@ -45,6 +45,7 @@ class GatewayContext:
     deliver_many: Callable[[list[tuple[fix.SessionID, list[SessionMessage]]]], list[list[SessionMessage] | StoreError]]
     answer: Callable[[fix.SessionID, SessionMessage, int | None], None]
     serving: Callable[[], bool]  # active with every lock held: events may be delivered
+    memory_problem: Callable[[], str | None] = lambda: None  # why new orders are refused (datastore/memory.py)
 
 
 class Behaviour(Protocol):

@@ -21,8 +21,9 @@ from typing import Any
 import quickfix as fix
 
 from datastore.availability import Availability
-from datastore.connection import check_credentials, connect
+from datastore.connection import check_credentials, connect, is_cluster
 from datastore.embedded import free_port
+from datastore.memory import MemoryWatch
 from matching.config import freeze_startup_objects
 from matching.http import CellHttp
 from matching.linger import Linger
@@ -66,6 +67,9 @@ class Gateway:
         self.availability = Availability("session store", store_settings.failoverWait,
                                          (StoreUnavailable, NotReplicated))
         self.metrics.watch_availability(self.availability)
+        self.memory = MemoryWatch(lambda: self.client.info("memory"),
+                                  0.0 if is_cluster(self.client) else store_settings.memoryHighWater,
+                                  on_ratio=self.metrics.datastore_memory.set)
         self.stores = {kind: SessionStore(self.client, lock, on_write=self.metrics.store_write.observe,
                                           replica_acks=store_settings.replicaAcks,
                                           replica_timeout_ms=int(store_settings.replicaAckTimeout * 1000),
@@ -92,6 +96,9 @@ class Gateway:
         callback, or a behaviour part that died (e.g. the dispatcher). Empty when ready."""
         out = [] if self.active.is_set() else ["not active"]
         out += self.availability.problems()
+        memory = self.memory.problem()
+        if memory is not None:
+            out.append(f"session store: {memory}")
         out += [f"{kind} lock not held" for kind, lock in self.locks.items() if not lock.held]
         if self.application is not None:
             out += [f"callback stalled: {s}" for s in self.application.watch.stalled(self.settings.callback_stall_limit)]
@@ -204,7 +211,7 @@ class Gateway:
         """What the behaviour is given of this gateway (``GatewayContext``)."""
         return GatewayContext(self.namespace, self.settings, self.store_settings, self.matching, self.client,
                               self.stores, self.metrics, application.intake, application.deliver_many,
-                              application.answer, lambda: self.serving)
+                              application.answer, lambda: self.serving, self.memory.problem)
 
     def _watch_logons(self) -> None:
         while self.active.is_set() and not self.stop_requested.wait(1.0):
@@ -248,6 +255,7 @@ class Gateway:
             if not self.wait_for_locks():
                 return 0
             sessions = self.materialise()
+            self.memory.start()
             freeze_startup_objects()  # (before the acceptor: the collection it starts with takes tens of ms)
             self.start_acceptor(sessions)
             print(f"fixgw: active, FIX acceptor on {self.settings.host}:{self.settings.port} "
@@ -260,4 +268,5 @@ class Gateway:
                 pass
             return 0
         finally:
+            self.memory.stop()
             self.stop()

@@ -25,6 +25,9 @@ class GatewayMetrics:
                                      registry=r)
         self.store_failures = Counter("fixgw_store_failures", "Outbound messages vetoed: not stored",
                                       ["session"], registry=r)
+        self.datastore_memory = Gauge("fixgw_datastore_memory_used_ratio", "The session store's used memory as a share "
+                                      "of its maxmemory (0 when it has none); above memoryHighWater new orders are "
+                                      "refused", registry=r)
         self.lock_held = Gauge("fixgw_lock_held", "1 while this process holds the dispatcher lock", ["gateway"],
                                registry=r)
         self.callback_errors = Counter("fixgw_callback_errors", "Unexpected errors caught in a QuickFIX callback "

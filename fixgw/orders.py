@@ -273,6 +273,10 @@ class OrderEntryBehaviour:
         session, clordid, cfg = str(r.key), r.fields.get(11, ""), r.cfg
         try:
             account = r.fields.get(1, "")
+            memory = self.context.memory_problem()
+            if memory is not None:  # room is kept for what is in flight: reports, cancels, resends
+                self.context.metrics.refused_requests.labels(session, "datastore-full").inc()
+                raise tr.Refusal("datastore-full", memory)
             if cfg.allowed_accounts and account not in cfg.allowed_accounts:
                 raise tr.Refusal("account-not-allowed", f"Account (1) {account!r} is not one this session may trade for")
             req = tr.new_order(r.fields, self.table, session, self.router.partition_count, incarnation())

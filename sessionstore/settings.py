@@ -35,6 +35,9 @@ class SessionStoreSettings(BaseSettings, RedisEndpoint):
     # How long a write or read waits for the datastore to have a primary again (a Sentinel or
     # Cluster failover) before it fails; never longer than the lock stays ours (lockTtl).
     failoverWait: Duration = "20s"  # type: ignore[assignment]
+    # New orders are refused, with the reason, while the datastore's used memory is above this
+    # share of its maxmemory (datastore/memory.py); 0: never. Not with a Cluster (per node).
+    memoryHighWater: float = Field(0.9, ge=0, le=1)
 
     @model_validator(mode="after")
     def _store_rules(self) -> SessionStoreSettings:

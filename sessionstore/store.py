@@ -39,7 +39,9 @@ from .errors import (
     PartitionRelocating,
     SequenceReuse,
     StoreError,
+    StoreRefusingWrites,
     StoreUnavailable,
+    refuses_writes,
 )
 from .keys import CHUNK_SIZE, SessionKey, chunk_index
 
@@ -219,6 +221,9 @@ class SessionStore:
                 demoted = next((r for r in replies if isinstance(r, ReadOnlyError)), None)
                 if demoted is not None:  # nothing was written: ask Sentinel for the primary again
                     raise demoted
+                full = next((r for r in replies if isinstance(r, ResponseError) and refuses_writes(r)), None)
+                if full is not None:  # memory or disk full: held (``availability``), then replayed
+                    raise StoreRefusingWrites(f"the datastore refuses writes: {full}")
                 return replies
 
             # redis-py's own retry on a dropped connection (the scripts recognise a replay).

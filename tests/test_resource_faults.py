@@ -6,6 +6,7 @@ matcher, and service back once the resource is, without anyone touching the proc
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -48,6 +49,12 @@ def test_a_full_datastore_refuses_new_orders_clearly_keeps_sessions_and_recovers
             admin = server.client()
             used = int(admin.info("memory")["used_memory"])
             start = time.monotonic()
+            # Above the gateway's high-water mark (memoryHighWater, 90 %), under maxmemory: new
+            # orders refused with the reason, everything else served.
+            admin.config_set("maxmemory", str(int(used / 0.95)))
+            time.sleep(4)
+            high_water = time.monotonic()
+            # At maxmemory: the server refuses writes; the gateway and the cells hold theirs.
             admin.config_set("maxmemory", str(used - 1024 * 1024))
             time.sleep(5)
             admin.config_set("maxmemory", "0")
@@ -61,12 +68,35 @@ def test_a_full_datastore_refuses_new_orders_clearly_keeps_sessions_and_recovers
             check_drop_copy_has_every_fill([c1, c2], dc)
             for p in (0, 1):
                 check_partition_trades_as_the_reference(server.client(), server.client(), p, str(system.instruments))
-            seen = seen_between(flow, clock, start, freed)
-            reasons = sorted({why for at, ok, why in ready if at >= start and not ok})
-            print(f"memory full for 5 s: {seen.describe()}; recovered {recovered:.1f} s after memory was freed; "
-                  f"/ready: {reasons}; {sent} requests")
+            above = seen_between(flow, clock, start + 1.5, high_water)  # (the watch reads INFO every second)
+            full = seen_between(flow, clock, high_water, freed)
+            reasons = sorted({re.sub(r"[\d.]+", "N", why.split(" (")[0]) for at, ok, why in ready
+                              if at >= start and not ok})
+            print(f"memory above the high-water mark for 4 s: {above.describe()}")
+            print(f"memory full (maxmemory reached) for 5 s: {full.describe()}; a new order sent after memory was "
+                  f"freed answered {recovered:.1f} s after; /ready meanwhile: {reasons}; {sent} requests in all")
+            refused_orders = [why for why in above.refused if why.startswith("datastore-full")]
+            assert refused_orders, f"new orders above the high-water mark are refused, saying why: {above.refused}"
+            # Cancels and replaces are served: refused only as what they name was (an order refused
+            # above the mark is unknown to its cancel), never for memory.
+            others = [why for why in above.refused if why.split(":")[0] not in ("datastore-full", "unknown-order",
+                                                                                "stale-clordid")]
+            assert not others, others
+            assert not (c1.logouts or c2.logouts or dc.logouts), "the sessions stayed logged on"
+            assert any("datastore memory at" in why for why in reasons), reasons
+            assert any("refuses writes" in why or "not taking writes" in why for why in reasons), reasons
             status, body = http_json(system.gateway.http_port)
             assert status == 200, body
         finally:
             stop_watch.set()
             system.stop()
+
+
+def test_the_memory_high_water_mark_is_read_from_info_memory() -> None:
+    from datastore.memory import memory_problem
+
+    assert memory_problem({"used_memory": 95, "maxmemory": 100}, 0.9) is not None
+    assert "95 % of its maxmemory" in str(memory_problem({"used_memory": 95, "maxmemory": 100}, 0.9))
+    assert memory_problem({"used_memory": 89, "maxmemory": 100}, 0.9) is None
+    assert memory_problem({"used_memory": 10**9, "maxmemory": 0}, 0.9) is None  # no limit: never full
+    assert memory_problem({"used_memory": 99, "maxmemory": 100}, 0.0) is None  # the mark switched off
