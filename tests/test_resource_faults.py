@@ -7,8 +7,10 @@ matcher, and service back once the resource is, without anyone touching the proc
 from __future__ import annotations
 
 import re
+import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from tests.system_helpers import System
 from tests.venue import (
     AnswerClock,
     Flow,
+    Seen,
     check_drop_copy_has_every_fill,
     check_every_request_answered_once,
     check_no_sequence_number_twice,
@@ -100,3 +103,79 @@ def test_the_memory_high_water_mark_is_read_from_info_memory() -> None:
     assert memory_problem({"used_memory": 89, "maxmemory": 100}, 0.9) is None
     assert memory_problem({"used_memory": 10**9, "maxmemory": 0}, 0.9) is None  # no limit: never full
     assert memory_problem({"used_memory": 99, "maxmemory": 100}, 0.0) is None  # the mark switched off
+
+
+def run_flow_through(system: System, fault: Callable[[], None], heal: Callable[[], None], seconds: float,
+                     what: str) -> tuple[Seen, float, list[str]]:
+    """The flow under ``system``; ``fault`` for ``seconds``, then ``heal``; every guarantee
+    checked. Returns what the clients saw of the requests sent meanwhile, the seconds from the
+    heal until a new order sent after it was answered, and what /ready said meanwhile."""
+    stop_watch = threading.Event()
+    try:
+        c1, c2, dc = system.client("CLIENT1"), system.client("CLIENT2"), system.client("DROPCOPY")
+        flow = Flow(c1, c2)
+        clock = AnswerClock([c1, c2])
+        ready: list[tuple[float, bool, str]] = []
+        threading.Thread(target=watch_ready, args=(system.gateway.http_port, ready, stop_watch), daemon=True).start()
+        flow.thread.start()
+        time.sleep(1.5)
+        start = time.monotonic()
+        fault()
+        time.sleep(seconds)
+        heal()
+        healed = time.monotonic()
+        recovered = first_answered_after(flow, clock, healed)
+        time.sleep(1)
+        flow.stop.set()
+        flow.thread.join(5)
+        sent = check_every_request_answered_once(flow, [c1, c2])
+        check_no_sequence_number_twice([c1, c2, dc])
+        check_drop_copy_has_every_fill([c1, c2], dc)
+        server = system.store
+        for p in (0, 1):
+            check_partition_trades_as_the_reference(server.client(), server.client(), p, str(system.instruments))
+        seen = seen_between(flow, clock, start, healed)
+        reasons = sorted({re.sub(r"[\d.]+", "N", why.split(" (")[0]) for at, ok, why in ready if at >= start and not ok})
+        print(f"{what} for {seconds:.0f} s: {seen.describe()}; a new order sent after it answered {recovered:.1f} s "
+              f"after; /ready meanwhile: {reasons}; {sent} requests in all, violations: 0")
+        status, body = http_json(system.gateway.http_port)
+        assert status == 200, body
+        return seen, recovered, reasons
+    finally:
+        stop_watch.set()
+
+
+def test_a_full_disk_under_an_aof_datastore_holds_writes_loses_nothing_and_resumes(tmp_path: Path) -> None:
+    """The datastore's AOF on a 64 MiB tmpfs of the test's own; a file fills what is left of it
+    under the flow, then is deleted. Valkey refuses writes while it cannot write its AOF
+    (``MISCONF``): the gateway holds its writes as in a failover, nothing acknowledged is lost
+    (every request answered once, the partitions as the reference), and it serves again by itself
+    once there is room."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "fixgw-test-disk", str(disk)], check=True)
+    try:
+        with standalone(aof=True, data_dir=disk / "valkey") as server:
+            # MISCONF refuses every write, lease renewals too: a lease outlives a disk full for
+            # less than lockTtl (30 s by default; 10 s here), longer and the gateway stops.
+            system = System(tmp_path, server, [server, server], lock_ttl="10s").start()
+            filler = disk / "filler"
+
+            def fill() -> None:
+                with open(filler, "wb") as f:  # every byte left, so the next AOF write fails (ENOSPC)
+                    try:
+                        while True:
+                            f.write(b"\0" * 65536)
+                            f.flush()
+                    except OSError:  # ENOSPC: the disk is full
+                        pass
+
+            try:
+                seen, _, reasons = run_flow_through(system, fill, filler.unlink, 5, "disk full under the AOF")
+            finally:
+                system.stop()
+            assert any("not taking writes" in why for why in reasons), f"/ready said the datastore was refusing: {reasons}"
+            assert "Errors writing to the AOF file" in server.log_tail(200) or \
+                "AOF" in server.log_tail(200), server.log_tail(20)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
