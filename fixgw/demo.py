@@ -97,7 +97,18 @@ class DemoClient(fix.Application):
         """Log out and destroy the initiator: QuickFIX keeps a process-wide registry of
         sessions, and a stopped-but-alive one would swallow the next client's sends."""
         if self.initiator is not None:
-            self.initiator.stop()
+            # ``Initiator.stop`` holds the GIL while it joins QuickFIX's thread, and that thread
+            # may be inside a callback into Python (onLogout after a dropped connection), which
+            # waits for the GIL: both wait for good (seen under load). So the session is logged
+            # out and disabled first (no reconnect: no more callbacks), and stopped once it is down.
+            session = fix.Session.lookupSession(self.sid)
+            if session is not None:
+                session.logout("client closing")
+                deadline = time.monotonic() + 5.0
+                while session.isLoggedOn() and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                time.sleep(0.1)  # the disconnect's own callbacks, after isLoggedOn turned false
+            self.initiator.stop(True)
             self.initiator = None
             gc.collect()
 
