@@ -69,8 +69,12 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
                  behaviour: Behaviour, metrics: GatewayMetrics,
                  last_sent: dict[SessionKey, int], fatal: Callable[[str], None] = die,
                  restore_local_copy: Callable[[SessionConfig], None] = lambda cfg: None,
-                 linger: Linger | None = None, lockout: LogonLockout | None = None) -> None:
+                 linger: Linger | None = None, lockout: LogonLockout | None = None,
+                 clock_problem: Callable[[], str | None] = lambda: None) -> None:
+        """``clock_problem``: why Logons are refused now (this host's clock disagrees with the
+        datastore's: ``datastore/clock.py``), or None."""
         super().__init__()
+        self.clock_problem = clock_problem
         self.sessions = sessions  # by QuickFIX SessionID text
         # Looked up on every callback: built once (the profile showed them on the hot path).
         self._keys = {text: (cfg, cfg.key(namespace)) for text, cfg in sessions.items()}
@@ -220,7 +224,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
                 self._injected_fault("fromAdmin")
                 if message.getHeader().getField(MSG_TYPE) == "A":
                     raw = message.toString()
-                    problem = logon_problem(raw) or self._credentials_problem(sid, raw)
+                    problem = logon_problem(raw) or self.clock_problem() or self._credentials_problem(sid, raw)
                     if problem is not None:
                         self._refuse_logon(sid, problem)
             except QUICKFIX_SIGNAL:
@@ -424,6 +428,15 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         if msg_type == "A":
             self._logon_target[key] = target
         self.intake.record(key, self.stores[cfg.kind], target)  # written behind, after the message's work (intake.py)
+
+    def disconnect_all(self, reason: str) -> None:
+        """Close every session's connection, saying why in the log (not in a Logout)."""
+        for text, cfg in self.sessions.items():
+            sid = fix.SessionID(cfg.begin_string, cfg.sender_comp_id, cfg.target_comp_id)
+            session = fix.Session.lookupSession(sid)
+            if session is not None and session.isLoggedOn():
+                log.warning("%s: disconnected: %s", self._names[text], reason)
+                self._disconnect(sid)
 
     def kick(self, sid: fix.SessionID, reason: str) -> None:
         """Log the session out with ``reason`` (QuickFIX sends the Logout on its next tick)."""

@@ -223,6 +223,10 @@ class GatewaySettings(BaseModel):
     tls: TlsSettings | None = None  # [gateway.tls]: TLS only on the FIX port (none: plain TCP)
     check_latency: bool = True
     max_latency: int = Field(120, ge=1)
+    # This host's clock against the session store's (datastore/clock.py): further apart than this,
+    # the sessions are logged out and Logons refused until they agree (a stepped clock stamps
+    # SendingTimes the counterparties reject, and theirs are rejected here); 0s: not watched.
+    max_clock_skew: Duration = "2s"  # type: ignore[assignment]
     # /ready turns 503 when a QuickFIX callback has run longer than this (a stuck session thread)
     callback_stall_limit: Duration = "10s"  # type: ignore[assignment]
     # a connection whose Logon is not answered this long after it connected is dropped (the

@@ -56,6 +56,9 @@ class DemoClient(fix.Application):
         self.sid = fix.SessionID(begin, sender, target)
         self.reports: list[dict[int, str]] = []
         self.logouts: list[str] = []  # the Text (58) of every Logout received: why a session ended
+        self.sent_seq: dict[int, str] = {}  # MsgSeqNum → ClOrdID of each order message sent
+        # Session-level Rejects (35=3) of order messages: {35, 45 RefSeqNum, 58 Text, 11 ClOrdID}
+        self.session_rejects: list[dict[int, str]] = []
         self.cond = threading.Condition()
         self.logged_on = False
         directory.mkdir(parents=True, exist_ok=True)
@@ -78,9 +81,20 @@ class DemoClient(fix.Application):
         return None
 
     def toApp(self, m: Any, sid: Any) -> None:  # noqa: N802
-        return None
+        if m.isSetField(11):
+            header = m.getHeader()
+            if not (header.isSetField(43) and header.getField(43) == "Y"):
+                with self.cond:
+                    self.sent_seq[int(header.getField(34))] = m.getField(11)
 
     def fromAdmin(self, m: Any, sid: Any) -> None:  # noqa: N802
+        if m.getHeader().getField(35) == "3" and m.isSetField(45):
+            ref = int(m.getField(45))
+            with self.cond:
+                if ref in self.sent_seq:
+                    self.session_rejects.append({35: "3", 45: str(ref), 11: self.sent_seq[ref],
+                                                 58: m.getField(58) if m.isSetField(58) else ""})
+                    self.cond.notify_all()
         if m.getHeader().getField(35) == "5":
             with self.cond:
                 self.logouts.append(m.getField(58) if m.isSetField(58) else "")
@@ -98,16 +112,18 @@ class DemoClient(fix.Application):
         sessions, and a stopped-but-alive one would swallow the next client's sends."""
         if self.initiator is not None:
             # ``Initiator.stop`` holds the GIL while it joins QuickFIX's thread, and that thread
-            # may be inside a callback into Python (onLogout after a dropped connection), which
-            # waits for the GIL: both wait for good (seen under load). So the session is logged
-            # out and disabled first (no reconnect: no more callbacks), and stopped once it is down.
+            # disconnects what is still connected on its way out, calling onLogout, which waits
+            # for the GIL: both wait for good (seen under load, a Logon sent and unanswered). So
+            # the session is logged out and disabled first (no reconnect) and stopped once
+            # QuickFIX has torn it down — no Logon sent or received any more — while this thread
+            # sleeps, leaving the GIL to the callbacks of that teardown.
             session = fix.Session.lookupSession(self.sid)
             if session is not None:
                 session.logout("client closing")
-                deadline = time.monotonic() + 5.0
-                while session.isLoggedOn() and time.monotonic() < deadline:
+                deadline = time.monotonic() + 10.0  # (QuickFIX's LogoutTimeout is 2 s)
+                while (session.sentLogon() or session.receivedLogon()) and time.monotonic() < deadline:
                     time.sleep(0.02)
-                time.sleep(0.1)  # the disconnect's own callbacks, after isLoggedOn turned false
+                time.sleep(0.05)
             self.initiator.stop(True)
             self.initiator = None
             gc.collect()

@@ -179,8 +179,12 @@ class Front:
 
     def __init__(self, host: str, port: int, engine_port: int, gates: dict[tuple[str, str], SessionGate],
                  limits: FrontLimits, tls: ssl.SSLContext | None = None,
-                 on_refused: Callable[[str, str], None] = lambda session, reason: None) -> None:
+                 on_refused: Callable[[str, str], None] = lambda session, reason: None,
+                 closed_for: Callable[[], str | None] = lambda: None) -> None:
+        """``closed_for``: while it gives a reason, every new connection is closed at once, before
+        any message (the gateway's clock disagrees with its datastore's: ``datastore/clock.py``)."""
         self.host, self.port, self.engine_port = host, port, engine_port
+        self.closed_for = closed_for
         self.gates, self.limits, self.tls = gates, limits, tls
         self.on_refused = on_refused
         self.counters = FrontCounters()
@@ -231,6 +235,11 @@ class Front:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = str((writer.get_extra_info("peername") or ("?",))[0])
         limits = self.limits
+        closed = self.closed_for()
+        if closed is not None:
+            self._refuse(peer, "", closed, "not-serving")
+            writer.transport.abort()
+            return
         if (self.counters.pending >= limits.max_pending_logons
                 or self._pending_by_address.get(peer, 0) >= limits.max_pending_logons_per_address):
             self._refuse(peer, "", "too many connections waiting to log on", "pending-logons")

@@ -21,6 +21,7 @@ from typing import Any
 import quickfix as fix
 
 from datastore.availability import Availability
+from datastore.clock import ClockWatch
 from datastore.connection import check_credentials, connect, is_cluster
 from datastore.embedded import free_port
 from datastore.memory import MemoryWatch
@@ -70,6 +71,8 @@ class Gateway:
         self.memory = MemoryWatch(lambda: self.client.info("memory"),
                                   0.0 if is_cluster(self.client) else store_settings.memoryHighWater,
                                   on_ratio=self.metrics.datastore_memory.set)
+        self.clock = ClockWatch(lambda: self.client.time(), 0.0 if is_cluster(self.client) else settings.max_clock_skew,
+                                on_skew=self._clock_stepped, on_reading=self.metrics.clock_skew.set)
         self.stores = {kind: SessionStore(self.client, lock, on_write=self.metrics.store_write.observe,
                                           replica_acks=store_settings.replicaAcks,
                                           replica_timeout_ms=int(store_settings.replicaAckTimeout * 1000),
@@ -99,6 +102,9 @@ class Gateway:
         memory = self.memory.problem()
         if memory is not None:
             out.append(f"session store: {memory}")
+        clock = self.clock.problem()
+        if clock is not None:
+            out.append(clock)
         out += [f"{kind} lock not held" for kind, lock in self.locks.items() if not lock.held]
         if self.application is not None:
             out += [f"callback stalled: {s}" for s in self.application.watch.stalled(self.settings.callback_stall_limit)]
@@ -172,7 +178,8 @@ class Gateway:
                                               linger=Linger(self.settings.batch_linger,
                                                             self.store_settings.dispatchBatchSize),
                                               lockout=LogonLockout(self.settings.logon_lockout_after,
-                                                                   self.settings.logon_lockout))
+                                                                   self.settings.logon_lockout),
+                                              clock_problem=self.clock.problem)
         logs = []
         if self.settings.message_log:
             log_dir = state_dir / "log"
@@ -203,7 +210,8 @@ class Gateway:
         limits = FrontLimits(s.max_pending_logons, s.max_pending_logons_per_address, s.logon_timeout,
                              s.max_message_size)
         front = Front(s.host, s.port, engine_port, gates, limits, tls,
-                      on_refused=lambda session, reason: self.metrics.front_refused.labels(reason).inc())
+                      on_refused=lambda session, reason: self.metrics.front_refused.labels(reason).inc(),
+                      closed_for=self.clock.problem)
         self.metrics.watch_front(front.counters)
         return front
 
@@ -212,6 +220,14 @@ class Gateway:
         return GatewayContext(self.namespace, self.settings, self.store_settings, self.matching, self.client,
                               self.stores, self.metrics, application.intake, application.deliver_many,
                               application.answer, lambda: self.serving, self.memory.problem)
+
+    def _clock_stepped(self, problem: str) -> None:
+        """The clocks disagree: every message stamped now carries a time one side rejects
+        (SendingTime accuracy problem, a Reject the other side rejects in turn: a storm), so the
+        connections are closed — no Logout, it would be refused too — and new ones are closed
+        by the front before any message until the clocks agree."""
+        if self.application is not None:
+            self.application.disconnect_all(problem)
 
     def _watch_logons(self) -> None:
         while self.active.is_set() and not self.stop_requested.wait(1.0):
@@ -256,6 +272,7 @@ class Gateway:
                 return 0
             sessions = self.materialise()
             self.memory.start()
+            self.clock.start()
             freeze_startup_objects()  # (before the acceptor: the collection it starts with takes tens of ms)
             self.start_acceptor(sessions)
             print(f"fixgw: active, FIX acceptor on {self.settings.host}:{self.settings.port} "
@@ -269,4 +286,5 @@ class Gateway:
             return 0
         finally:
             self.memory.stop()
+            self.clock.stop()
             self.stop()

@@ -28,6 +28,8 @@ class GatewayMetrics:
         self.datastore_memory = Gauge("fixgw_datastore_memory_used_ratio", "The session store's used memory as a share "
                                       "of its maxmemory (0 when it has none); above memoryHighWater new orders are "
                                       "refused", registry=r)
+        self.clock_skew = Gauge("fixgw_clock_skew_seconds", "This host's wall clock minus the session store's "
+                                "(above max_clock_skew either way, the sessions are logged out)", registry=r)
         self.lock_held = Gauge("fixgw_lock_held", "1 while this process holds the dispatcher lock", ["gateway"],
                                registry=r)
         self.callback_errors = Counter("fixgw_callback_errors", "Unexpected errors caught in a QuickFIX callback "

@@ -86,13 +86,16 @@ class Flow:
 
 def answers(client: DemoClient) -> Counter[str]:
     """How many times each request (by its ClOrdID) was answered: its first ExecutionReport
-    (New, Rejected, Canceled, Replaced) or its OrderCancelReject. Fills are not answers.
+    (New, Rejected, Canceled, Replaced), its OrderCancelReject, or a session-level Reject (35=3)
+    of the message itself (the FIX engine refused it: e.g. its SendingTime). Fills are not answers.
 
     A message resent with PossDupFlag=Y counts too: QuickFIX hands the application only numbers
     it has not had (a resend fills a gap), so a resent answer is the first the client got (the
     gateway stored and numbered it, then lost the connection before sending it); an answer the
     client got twice comes under two sequence numbers, and is counted twice."""
     out: Counter[str] = Counter()
+    with client.cond:
+        out.update(r[11] for r in client.session_rejects)  # the request refused by the FIX engine itself
     for r in reports(client):
         if r[35] == "9" or r.get(150) in ("0", "8", "4", "5"):
             out[r[11]] += 1
@@ -121,6 +124,9 @@ def watch_ready(port: int, seen: list[tuple[float, bool, str]], stop: threading.
 def first_answers(client: DemoClient) -> dict[str, dict[int, str]]:
     """Each request's first answer (as ``answers`` counts them), by ClOrdID."""
     out: dict[str, dict[int, str]] = {}
+    with client.cond:
+        for r in client.session_rejects:
+            out.setdefault(r[11], r)
     for r in reports(client):
         if r[35] == "9" or r.get(150) in ("0", "8", "4", "5"):
             out.setdefault(r[11], r)
@@ -188,7 +194,7 @@ def seen_between(flow: Flow, clock: AnswerClock, start: float, end: float) -> Se
         answered, r = answers_now[clordid]
         seen.longest_wait_s = max(seen.longest_wait_s, answered - at)
         seen.waits.append(answered - at)
-        if r[35] == "9" or r.get(150) == "8":
+        if r[35] in ("3", "9") or r.get(150) == "8":
             seen.refused[re.sub(r"\d+(\.\d+)?", "N", r.get(58, ""))] += 1
         else:
             seen.accepted += 1

@@ -1,0 +1,166 @@
+"""The gateway's host clock steps an hour forward, and back, during live sessions.
+
+A real step moves CLOCK_REALTIME only; CLOCK_MONOTONIC and sleeping go on as before. The
+gateway process runs with ``tests/native/clockstep.c`` preloaded (built here with the
+machine's C compiler): it adds an offset, read from a file the test writes, to every wall-clock
+read of the process — Python's ``time.time``, QuickFIX's timestamps — and to nothing else.
+The datastores, the cells and the clients keep the true time, as they would on other hosts.
+
+What must hold, from outside the processes: every request answered exactly once, no sequence
+number twice, every fill on the drop copy once, each partition trading as the reference
+matcher, and the sessions serving again once the clock is right, without anyone touching the
+processes. What the clients see meanwhile is printed and written down in docs/operations.md.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from datastore.connection import connect
+from datastore.embedded import standalone
+from datastore.settings import RedisEndpoint
+from fixgw.demo import DemoClient
+from sessionstore import FixedEpoch, SessionKey, SessionStore
+from tests.gateway_helpers import ROOT, http_json
+from tests.system_helpers import System
+from tests.venue import (
+    AnswerClock,
+    Flow,
+    answers,
+    check_drop_copy_has_every_fill,
+    check_no_sequence_number_twice,
+    check_partition_trades_as_the_reference,
+    first_answered_after,
+    seen_between,
+    watch_ready,
+)
+
+pytestmark = pytest.mark.slow
+
+HOUR_NS = 3600 * 10**9
+
+
+def build_shim(tmp: Path) -> Path:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        why = "no C compiler to build tests/native/clockstep.c"
+        if os.environ.get("FIXGW_REQUIRE_FAULTS") == "1":
+            pytest.fail(f"FIXGW_REQUIRE_FAULTS=1 but {why}")
+        pytest.skip(why)
+    out = tmp / "clockstep.so"
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(out), str(ROOT / "tests/native/clockstep.c"), "-ldl"],
+                   check=True, capture_output=True, timeout=60)
+    return out
+
+
+class SteppedClock:
+    """The offset file the shim maps: ``step`` sets the gateway's clock this far from the truth."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.write_bytes(struct.pack("<q", 0))
+
+    def step(self, offset_ns: int) -> None:
+        with open(self.path, "r+b") as f:
+            f.write(struct.pack("<q", offset_ns))
+
+
+def unanswered_refused_by_a_stored_reject(server, flow: Flow, clients: list[DemoClient]) -> list[str]:  # type: ignore[no-untyped-def]
+    """The requests no answer reached, each checked to have been refused by the gateway with a
+    session-level Reject it stored and sent (a SendingTime accuracy problem): the client's own
+    engine refused that Reject, its SendingTime from the stepped clock. Returns them."""
+    with flow.lock:
+        sent = dict(flow.sent)
+    got: set[str] = set()
+    for c in clients:
+        got |= set(answers(c))
+    missing = sorted(set(sent) - got)
+    store = SessionStore(connect(RedisEndpoint(url=server.url)), FixedEpoch(0))
+    for clordid in missing:
+        client = sent[clordid][0]
+        with client.cond:
+            seq = next(n for n, c in client.sent_seq.items() if c == clordid)
+        stored = store.load(SessionKey("e2e", "fsg", client.name)).messages
+        rejects = [m.body for m in stored if b"\x0135=3\x01" in m.body and f"\x0145={seq}\x01".encode() in m.body]
+        assert rejects and b"SendingTime accuracy problem" in rejects[0], \
+            f"{clordid} (MsgSeqNum {seq} of {client.name}) got no answer, and the gateway stored no Reject of it"
+    return missing
+
+
+@pytest.mark.parametrize("direction", [+1, -1], ids=["forward", "back"])
+def test_the_gateways_clock_stepping_an_hour_loses_and_doubles_nothing(tmp_path: Path, direction: int) -> None:
+    """The gateway's clock an hour off for 10 s, then right again. Within a quarter of a second
+    the gateway sees its clock disagree with the session store's: it closes every session's
+    connection and closes new ones before any message (``max_clock_skew``); /ready and its log
+    say why (a Logout would not: the clients' engines refuse its stepped SendingTime). A request that reached the
+    gateway in that quarter second is refused by its FIX engine (SendingTime accuracy problem) —
+    with a Reject the client's engine refuses in turn, its SendingTime being from the stepped
+    clock: those requests are the only ones without an answer, and each such Reject is stored.
+    Nothing is matched twice, no number sent twice, and the sessions log on again by themselves
+    once the clocks agree."""
+    shim = build_shim(tmp_path)
+    clock = SteppedClock(tmp_path / "clock-offset")
+    env = {"LD_PRELOAD": str(shim), "FIXGW_CLOCK_OFFSET_FILE": str(clock.path)}
+    with standalone() as server:
+        system = System(tmp_path, server, [server, server], gateway_env=env).start()
+        stop_watch = threading.Event()
+        try:
+            c1, c2, dc = system.client("CLIENT1"), system.client("CLIENT2"), system.client("DROPCOPY")
+            flow = Flow(c1, c2)
+            clock_of_answers = AnswerClock([c1, c2])
+            ready: list[tuple[float, bool, str]] = []
+            threading.Thread(target=watch_ready, args=(system.gateway.http_port, ready, stop_watch),
+                             daemon=True).start()
+            flow.thread.start()
+            time.sleep(1.5)
+            start = time.monotonic()
+            clock.step(direction * HOUR_NS)
+            time.sleep(10)
+            clock.step(0)
+            fixed = time.monotonic()
+            recovered = first_answered_after(flow, clock_of_answers, fixed)
+            time.sleep(1)
+            flow.stop.set()
+            flow.thread.join(5)
+            check_no_sequence_number_twice([c1, c2, dc])
+            check_drop_copy_has_every_fill([c1, c2], dc)
+            for p in (0, 1):
+                check_partition_trades_as_the_reference(server.client(), server.client(), p, str(system.instruments))
+            twice = [k for c in (c1, c2) for k, n in answers(c).items() if n > 1]
+            assert not twice, f"answered more than once: {twice[:10]}"
+            lost_in_the_step = unanswered_refused_by_a_stored_reject(server, flow, [c1, c2])
+            seen = seen_between(flow, clock_of_answers, start, fixed)
+            reasons = sorted({why.split(" (")[0] for at, ok, why in ready if at >= start and not ok})
+            logouts = sorted({text for c in (c1, c2, dc) for text in c.logouts})
+            print(f"the gateway's clock {'+' if direction > 0 else '-'}1 h for 10 s: {seen.describe()}; "
+                  f"{len(lost_in_the_step)} refused by a Reject the client refused ({lost_in_the_step}); a new order "
+                  f"sent after the clock was right answered {recovered:.1f} s after; /ready meanwhile: {reasons}; "
+                  f"Logouts: {logouts}; {len(flow.sent)} requests in all")
+            assert any(why.startswith("clock: this host's clock is") for why in reasons), reasons
+            # (No Logout: the clients' engines would refuse its stepped SendingTime. The gateway's
+            # log and /ready say why.)
+            assert "disconnected: clock: this host's clock is 3600.0 s" in system.gateway.output()
+            status, body = http_json(system.gateway.http_port)
+            assert status == 200, body
+        finally:
+            stop_watch.set()
+            system.stop()
+
+
+def test_the_skew_is_measured_against_the_midpoint_of_the_round_trip() -> None:
+    from datastore.clock import skew_problem, skew_s
+
+    assert skew_s(1000.0, (1000, 0), 1000.2) == pytest.approx(0.1)
+    assert skew_s(4600.0, (1000, 500_000), 4600.0) == pytest.approx(3599.5)
+    assert skew_problem(0.5, 2.0) is None
+    assert "3600.0 s ahead of" in str(skew_problem(3600.0, 2.0))
+    assert "3600.0 s behind" in str(skew_problem(-3600.0, 2.0))
+    assert skew_problem(3600.0, 0.0) is None  # not watched
