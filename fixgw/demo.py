@@ -55,7 +55,7 @@ class DemoClient(fix.Application):
         self.name = sender
         self.sid = fix.SessionID(begin, sender, target)
         self.reports: list[dict[int, str]] = []
-        self.logouts: list[str] = []  # the Text (58) of every Logout received: why a session ended
+        self.logout_texts: list[str] = []  # the Text (58) of every Logout received: why a session ended
         self.sent_seq: dict[int, str] = {}  # MsgSeqNum → ClOrdID of each order message sent
         # Session-level Rejects (35=3) of order messages: {35, 45 RefSeqNum, 58 Text, 11 ClOrdID}
         self.session_rejects: list[dict[int, str]] = []
@@ -97,7 +97,7 @@ class DemoClient(fix.Application):
                     self.cond.notify_all()
         if m.getHeader().getField(35) == "5":
             with self.cond:
-                self.logouts.append(m.getField(58) if m.isSetField(58) else "")
+                self.logout_texts.append(m.getField(58) if m.isSetField(58) else "")
 
     def fromApp(self, m: Any, sid: Any) -> None:  # noqa: N802
         fields = {35: m.getHeader().getField(35)}
@@ -111,16 +111,12 @@ class DemoClient(fix.Application):
         """Log out and destroy the initiator: QuickFIX keeps a process-wide registry of
         sessions, and a stopped-but-alive one would swallow the next client's sends."""
         if self.initiator is not None:
-            # ``Initiator.stop`` holds the GIL while it joins QuickFIX's thread, and that thread
-            # disconnects what is still connected on its way out, calling onLogout, which waits
-            # for the GIL: both wait for good (seen under load, a Logon sent and unanswered). So
-            # the session is logged out and disabled first (no reconnect) and stopped once
-            # QuickFIX has torn it down — no Logon sent or received any more — while this thread
-            # sleeps, leaving the GIL to the callbacks of that teardown.
+            # Logged out and disabled first (no reconnect), and stopped once QuickFIX has torn
+            # the session down, so that no callback runs while ``stop`` joins QuickFIX's thread.
             session = fix.Session.lookupSession(self.sid)
             if session is not None:
                 session.logout("client closing")
-                deadline = time.monotonic() + 10.0  # (QuickFIX's LogoutTimeout is 2 s)
+                deadline = time.monotonic() + 5.0  # (QuickFIX's LogoutTimeout is 2 s)
                 while (session.sentLogon() or session.receivedLogon()) and time.monotonic() < deadline:
                     time.sleep(0.02)
                 time.sleep(0.05)

@@ -43,7 +43,7 @@ from . import translation as tr
 from .config import SessionConfig
 from .context import GatewayContext
 from .dispatcher import CLOSED_STATUSES, Dispatcher
-from .fixmsg import Inbound, build, business_reject, session_reject
+from .fixmsg import Inbound, SessionMessage, body_text, business_reject, session_reject
 from .inputs import text_problem
 from .placement import PartitionClients
 from .routing import AmqpCommandRouter, AppendFailed, CommandRouter, HeldCommands
@@ -254,8 +254,12 @@ class OrderEntryBehaviour:
 
     # --- inbound: on the intake thread (``OrderRequest.prepare``) -----------------------
 
-    def _reply(self, sid: fix.SessionID, msg_type: str, fields: list[tuple[int, str]]) -> None:
-        fix.Session.sendToTarget(build(msg_type, fields), sid)
+    def _reply(self, r: OrderRequest, msg_type: str, fields: list[tuple[int, str]]) -> None:
+        """The gateway's own answer to ``r`` (a refusal, a status), committed with the inbound
+        number it covers (``GatewayContext.answer``): after a takeover the successor does not ask
+        the client to send ``r`` again, and answer it twice."""
+        self.context.answer(r.sid, SessionMessage(body_text(msg_type, fields), msg_type, inbox_id="", plain=True),
+                            int(r.seq) if r.seq else None)
 
     def _record(self, store: SessionStore, key: SessionKey, clordid: str) -> ClOrdIDRecord | None:
         raw = store.clordid_record(key, clordid)
@@ -282,7 +286,7 @@ class OrderEntryBehaviour:
             req = tr.new_order(r.fields, self.table, session, self.router.partition_count, incarnation())
         except tr.Refusal as refusal:
             view = tr.refused_view(r.fields, session)
-            self._reply(r.sid, "8", tr.refusal_report(view, refusal, f"R-{r.seq}-{clordid}", cfg.begin_string))
+            self._reply(r, "8", tr.refusal_report(view, refusal, f"R-{r.seq}-{clordid}", cfg.begin_string))
             return
         assert req.view is not None
         order_view = req.view
@@ -292,9 +296,9 @@ class OrderEntryBehaviour:
         def answer(outcome: str) -> None:
             if outcome == "resent":
                 view = self._view(r.store, r.key, self._record(r.store, r.key, clordid)) or order_view
-                self._reply(r.sid, "8", tr.status_report(view, f"S-{r.seq}-{clordid}", cfg.begin_string))
+                self._reply(r, "8", tr.status_report(view, f"S-{r.seq}-{clordid}", cfg.begin_string))
                 return
-            self._reply(r.sid, "8", tr.refusal_report(order_view, refusal_for(outcome, req.command.partition),
+            self._reply(r, "8", tr.refusal_report(order_view, refusal_for(outcome, req.command.partition),
                                                       f"R-{r.seq}-{clordid}", cfg.begin_string))
 
         r.claim = Claim(r, clordid, record, req.command, answer)
@@ -316,12 +320,12 @@ class OrderEntryBehaviour:
             else:
                 req = tr.cancel_order(r.fields, view, pair, session, self.router.partition_count, incarnation())
         except tr.Refusal as refusal:
-            self._reply(r.sid, "9", tr.cancel_reject(original.order_id if original else "NONE", clordid, orig,
+            self._reply(r, "9", tr.cancel_reject(original.order_id if original else "NONE", clordid, orig,
                                                      view.status if view else "8", response_to, refusal.reason,
                                                      refusal.text, cfg.begin_string))
             return
         except StoreError as exc:
-            self._reply(r.sid, "9", tr.cancel_reject("NONE", clordid, orig, "8", response_to, "store-unavailable",
+            self._reply(r, "9", tr.cancel_reject("NONE", clordid, orig, "8", response_to, "store-unavailable",
                                                      str(exc), cfg.begin_string))
             return
         assert view is not None and original is not None
@@ -333,7 +337,7 @@ class OrderEntryBehaviour:
                 return  # the republished command's events answer it
 
             refused = refusal_for(outcome, req.command.partition)
-            self._reply(r.sid, "9", tr.cancel_reject(current.order_id, clordid, orig, current.status, response_to,
+            self._reply(r, "9", tr.cancel_reject(current.order_id, clordid, orig, current.status, response_to,
                                                      refused.reason, refused.text, cfg.begin_string))
 
         r.claim = Claim(r, clordid, record, req.command, answer)
@@ -344,10 +348,10 @@ class OrderEntryBehaviour:
         if view is None:
             f = r.fields
             unknown = tr.OrderView("NONE", clordid, f.get(55, ""), f.get(54, "1"), "2", "1", "0", None, status="8")
-            self._reply(r.sid, "8", tr.report(unknown, exec_id=f"S-{r.seq}-{clordid}", kind="status", status="8",
+            self._reply(r, "8", tr.report(unknown, exec_id=f"S-{r.seq}-{clordid}", kind="status", status="8",
                                               begin_string=cfg.begin_string, text="unknown-order"))
             return
-        self._reply(r.sid, "8", tr.status_report(view, f"S-{r.seq}-{clordid}", cfg.begin_string))
+        self._reply(r, "8", tr.status_report(view, f"S-{r.seq}-{clordid}", cfg.begin_string))
 
 
 @dataclass

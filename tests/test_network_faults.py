@@ -183,8 +183,8 @@ class Run:
         self.flow.stop.set()
         self.flow.thread.join(5)
         for c in (self.c1, self.c2, self.dc):
-            if c.logouts:
-                print(f"{c.name} was logged out: {c.logouts}")
+            if c.logout_texts:
+                print(f"{c.name} was logged out: {c.logout_texts}")
         sent = check_every_request_answered_once(self.flow, [self.c1, self.c2])
         check_no_sequence_number_twice([self.c1, self.c2, self.dc])
         filled = check_drop_copy_has_every_fill([self.c1, self.c2], self.dc)
