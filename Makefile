@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint unit bench clean debian-tools
+.PHONY: run test lint unit faults bench clean debian-tools
 
 # The kernel fault tests (tests/test_network_faults.py) inject partitions and packet loss with
 # nftables inside network namespaces of their own: Debian's nftables package, installed here
@@ -33,11 +33,17 @@ lint: $(STAMP)
 unit: lint
 	$(VENV)/bin/python -m pytest -q -m "not slow"
 
-# The linters first (ruff, mypy: seconds), then every test, four at a time (pytest-xdist): most
+# The linters first (ruff, mypy: seconds), then every test: four at a time (pytest-xdist: most
 # tests wait on servers, failovers and timeouts rather than use a core, so four workers on two
-# cores take about a third of the time one does.
+# cores take about a third of the time one does), then the fault tests one at a time.
 test: lint debian-tools
-	$(VENV)/bin/python -m pytest -q -n 4
+	$(VENV)/bin/python -m pytest -q -n 4 -m "not faults"
+	$(VENV)/bin/python -m pytest -q -m faults
+
+# Faults below the processes (network partitions, loss, latency, split brain, full memory and
+# disk, clock steps), one at a time: about five minutes. Needs root, ip, nft and a C compiler.
+faults: lint debian-tools
+	$(VENV)/bin/python -m pytest -q -m faults
 
 bench: $(STAMP)
 	$(VENV)/bin/python bench/store_bench.py

@@ -56,7 +56,9 @@ from tests.venue import (
     watch_ready,
 )
 
-pytestmark = pytest.mark.slow
+# Run one at a time after the rest (`make faults`): each times what a client sees of a fault,
+# and the processes of three other tests beside it on two cores blur that.
+pytestmark = [pytest.mark.slow, pytest.mark.faults]
 
 HOSTS = ["gw", "cond", "obx", "store", "pds"]
 

@@ -31,7 +31,9 @@ from tests.venue import (
     watch_ready,
 )
 
-pytestmark = pytest.mark.slow
+# Run one at a time after the rest (`make faults`): each times what a client sees of a fault,
+# and the processes of three other tests beside it on two cores blur that.
+pytestmark = [pytest.mark.slow, pytest.mark.faults]
 
 
 def test_a_full_datastore_refuses_new_orders_clearly_keeps_sessions_and_recovers_by_itself(tmp_path: Path) -> None:
