@@ -6,7 +6,9 @@ matcher, and service back once the resource is, without anyone touching the proc
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import threading
 import time
@@ -172,16 +174,23 @@ def test_a_full_disk_under_an_aof_datastore_holds_writes_loses_nothing_and_resum
     try:
         with standalone(aof=True, data_dir=disk / "valkey") as server:
             # MISCONF refuses every write, lease renewals too: a lease outlives a disk full for
-            # less than lockTtl (30 s by default; 10 s here), longer and the gateway stops.
-            system = System(tmp_path, server, [server, server], lock_ttl="10s").start()
+            # less than lockTtl (30 s, the default), longer and the gateway stops.
+            system = System(tmp_path, server, [server, server], lock_ttl="30s").start()
             filler = disk / "filler"
 
             def fill() -> None:
-                with open(filler, "wb") as f:  # every byte left, so the next AOF write fails (ENOSPC)
+                # Every byte left, at once (tmpfs allocates without writing), then whatever a
+                # rounding left: the next AOF write fails with ENOSPC. Unbuffered: nothing is
+                # left to flush (and fail) when the file is closed.
+                with open(filler, "wb", buffering=0) as f:
+                    try:
+                        os.posix_fallocate(f.fileno(), 0, shutil.disk_usage(disk).free)
+                    except OSError:
+                        pass
+                    f.seek(0, os.SEEK_END)
                     try:
                         while True:
-                            f.write(b"\0" * 65536)
-                            f.flush()
+                            f.write(b"\0" * 4096)
                     except OSError:  # ENOSPC: the disk is full
                         pass
 
