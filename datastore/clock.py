@@ -42,20 +42,33 @@ class ClockWatch:
         self._on_skew = on_skew
         self._on_reading = on_reading
         self._problem: str | None = None
+        self._anchor: tuple[int, int] | None = None  # (the datastore's time, monotonic), in ns
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="clock-watch", daemon=True)
 
     def problem(self) -> str | None:
         return self._problem
 
+    def now_ns(self) -> int:
+        """The wall clock as both agreed at the last poll where they did (within the limit),
+        carried on by this host's monotonic clock: a step of either wall clock does not move it.
+        The host's own before the first poll."""
+        anchor = self._anchor
+        if anchor is None:
+            return time.time_ns()
+        return anchor[0] + (time.monotonic_ns() - anchor[1])
+
     def poll(self) -> None:
         try:
-            before = time.time()
+            mono_before, before = time.monotonic_ns(), time.time()
             server = self._server_time()
-            after = time.time()
+            after, mono_after = time.time(), time.monotonic_ns()
         except RedisError:
             return  # the datastore's availability is watched elsewhere
         skew = skew_s(before, server, after)
+        if self._anchor is None or skew_problem(skew, self.limit_s) is None:
+            seconds, micros = server
+            self._anchor = (seconds * 1_000_000_000 + micros * 1000, (mono_before + mono_after) // 2)
         if self._on_reading is not None:
             self._on_reading(skew)
         problem = skew_problem(skew, self.limit_s)

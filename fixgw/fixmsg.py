@@ -9,6 +9,7 @@ What is *accepted* is decided in ``inputs`` (pure); this file only reads and bui
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -147,14 +148,21 @@ def _utc_second(now: int) -> str:
     return second[1]
 
 
+# The wall clock the gateway stamps its messages with: the host's, until the gateway anchors it
+# to its datastore's (``datastore.clock.ClockWatch.now_ns``), which a step of the host's clock
+# does not move. A report stamped by a stepped clock would be refused by the client's engine
+# (SendingTime accuracy problem) and lost to it, its number consumed.
+wall_ns: Callable[[], int] = time.time_ns
+
+
 def transact_time() -> str:
     """TransactTime as QuickFIX's ``fix.TransactTime()`` writes it (UTC, whole seconds)."""
-    return _utc_second(int(time.time()))
+    return _utc_second(wall_ns() // 1_000_000_000)
 
 
 def sending_time() -> str:
     """SendingTime as QuickFIX writes it (UTC, milliseconds)."""
-    ms = time.time_ns() // 1_000_000
+    ms = wall_ns() // 1_000_000
     return f"{_utc_second(ms // 1000)}.{ms % 1000:03d}"
 
 

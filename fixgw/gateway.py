@@ -31,6 +31,7 @@ from matching.linger import Linger
 from sessionstore import DispatcherLock, GatewayKey, NotReplicated, SessionKey, SessionStore, StoreUnavailable
 from sessionstore.settings import SessionStoreSettings
 
+from . import fixmsg
 from .affinity import cpus_for, pin_threads
 from .application import GatewayApplication
 from .config import GatewaySettings, MatchingLink, SessionConfig
@@ -273,6 +274,8 @@ class Gateway:
             sessions = self.materialise()
             self.memory.start()
             self.clock.start()
+            if self.clock.limit_s:  # messages stamped with the datastore's clock (fixmsg.wall_ns)
+                fixmsg.wall_ns = self.clock.now_ns
             freeze_startup_objects()  # (before the acceptor: the collection it starts with takes tens of ms)
             self.start_acceptor(sessions)
             print(f"fixgw: active, FIX acceptor on {self.settings.host}:{self.settings.port} "
