@@ -43,6 +43,7 @@ class ClockWatch:
         self._on_reading = on_reading
         self._problem: str | None = None
         self._anchor: tuple[int, int] | None = None  # (the datastore's time, monotonic), in ns
+        self._beyond = 0  # readings in a row beyond the limit
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="clock-watch", daemon=True)
 
@@ -65,6 +66,9 @@ class ClockWatch:
             after, mono_after = time.time(), time.monotonic_ns()
         except RedisError:
             return  # the datastore's availability is watched elsewhere
+        round_trip_s = (mono_after - mono_before) / 1e9
+        if self.limit_s and round_trip_s > self.limit_s:
+            return  # the reading is uncertain by half the round trip: too slow to judge (a loaded host)
         skew = skew_s(before, server, after)
         if self._anchor is None or skew_problem(skew, self.limit_s) is None:
             seconds, micros = server
@@ -72,6 +76,10 @@ class ClockWatch:
         if self._on_reading is not None:
             self._on_reading(skew)
         problem = skew_problem(skew, self.limit_s)
+        # Two readings in a row beyond the limit before acting: a step persists, a fluke does not.
+        self._beyond = self._beyond + 1 if problem is not None else 0
+        if problem is not None and self._beyond < 2:
+            return
         was = self._problem
         self._problem = problem
         if problem is not None and was is None:

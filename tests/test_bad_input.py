@@ -108,7 +108,7 @@ def test_a_logon_with_an_invalid_heartbtint_gets_a_logout_with_the_reason(
 
 def test_a_connection_that_never_logs_on_cannot_hold_a_session(tmp_path: Path, valkey: ValkeyProcess) -> None:
     port = free_port()
-    gw = GatewayProc(tmp_path, valkey.url, fix_port=port, extra='logon_timeout = "1s"').start().wait_active()
+    gw = GatewayProc(tmp_path, valkey.url, fix_port=port, extra='logon_timeout = "2s"').start().wait_active()
     try:
         squatter = RawFixClient(port)
         squatter.send("35=A\x0198=x\x01108=30")  # malformed: QuickFIX answers nothing before logon
