@@ -216,6 +216,11 @@ class GatewaySettings(BaseModel):
     http_port: int = Field(9879, ge=0, le=65535)
     sender_comp_id: str = "FIXGW"
     state_dir: Path = Path("var/gateway")  # disposable local FileStore copies, rebuilt from Redis
+    # A standby keeps its FileStore copy in step with what the active gateway commits, reading
+    # Redis this often (fixgw/warm_copy.py), so that taking over checks the copy and writes only
+    # the last moments instead of every stored message; it also tries the lock this often.
+    # 0s: no copy is kept, the standby reads every session whole when it takes over.
+    standby_poll: Duration = "100ms"  # type: ignore[assignment]
     dictionaries: Path = DICTIONARIES
     # QuickFIX's message and event log files under state_dir/log (every message in and out, one
     # write and flush each). The outbound messages are in Redis either way: false saves the writes.

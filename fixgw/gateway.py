@@ -1,9 +1,10 @@
 """The gateway process: standby until it holds the lock, then a QuickFIX acceptor on Redis.
 
 Lifecycle: start the HTTP endpoints (/ready answers 503 while standby); wait for the
-dispatcher lock of every gateway kind it serves (``{ns/fsg}``, ``{ns/dc}``); stamp each
-session with the new fencing epoch; materialise each session from Redis into a fresh
-FileStore directory; start the acceptor. Losing a lock ends the process at once (exit 3)
+dispatcher lock of every gateway kind it serves (``{ns/fsg}``, ``{ns/dc}``), meanwhile keeping
+a copy of every session's stored messages in QuickFIX's FileStore format (``warm_copy``); stamp
+each session with the new fencing epoch; check the copy against Redis and bring it up to date
+(materialise); start the acceptor. Losing a lock ends the process at once (exit 3)
 so nothing more is sent; SIGTERM logs sessions out, releases the locks and exits 0.
 """
 
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import quickfix as fix
+from redis.exceptions import RedisError
 
 from datastore.availability import Availability
 from datastore.clock import ClockWatch
@@ -28,7 +30,16 @@ from datastore.memory import MemoryWatch
 from matching.config import freeze_startup_objects
 from matching.http import CellHttp
 from matching.linger import Linger
-from sessionstore import DispatcherLock, GatewayKey, NotReplicated, SessionKey, SessionStore, StoreUnavailable
+from sessionstore import (
+    DispatcherLock,
+    GatewayKey,
+    NotReplicated,
+    SessionKey,
+    SessionStore,
+    StoreError,
+    StoreUnavailable,
+)
+from sessionstore.reader import StoreReader
 from sessionstore.settings import SessionStoreSettings
 
 from . import fixmsg
@@ -40,6 +51,7 @@ from .credentials import LogonLockout
 from .filestore import fresh_directory, write_session
 from .front import Front, FrontLimits, SessionGate, tls_context
 from .metrics import GatewayMetrics
+from .warm_copy import SessionCopy, WarmCopies
 
 log = logging.getLogger("fixgw.gateway")
 
@@ -80,6 +92,8 @@ class Gateway:
                                           availability=self.availability,
                                           replication_mark=lock.gateway.replication_mark)
                        for kind, lock in self.locks.items()}
+        self.reader = StoreReader(self.client)
+        self.copies: WarmCopies | None = None  # made when the process starts (``run``)
         self.acceptor: Any = None
         self.front: Front | None = None
         self.application: GatewayApplication | None = None
@@ -98,7 +112,11 @@ class Gateway:
     def problems(self) -> list[str]:
         """Why this process is not serving: standby, a lost lock, a session thread stuck in a
         callback, or a behaviour part that died (e.g. the dispatcher). Empty when ready."""
-        out = [] if self.active.is_set() else ["not active"]
+        out = []
+        if not self.active.is_set():
+            copies = self.copies
+            out.append("not active" if copies is None or not self.settings.standby_poll
+                       else f"not active: standing by, local copy holds {copies.summary()}")
         out += self.availability.problems()
         memory = self.memory.problem()
         if memory is not None:
@@ -130,34 +148,59 @@ class Gateway:
         return self.http.port
 
     def wait_for_locks(self) -> bool:
-        """Standby: block until every lock is ours (False if asked to stop meanwhile)."""
-        for kind, lock in self.locks.items():
-            log.info("standby: waiting for the %s/%s dispatcher lock", self.namespace, kind)
-            if not lock.acquire(stop=self.stop_requested, poll=min(0.2, self.store_settings.lockRenewalInterval)):
+        """Standby: until every lock is ours (False if asked to stop meanwhile), try each lock
+        and bring the local copy up to date every ``standby_poll``."""
+        poll = self.settings.standby_poll or min(0.2, self.store_settings.lockRenewalInterval)
+        log.info("standby: waiting for the dispatcher lock of %s",
+                 ", ".join(f"{self.namespace}/{kind}" for kind in self.locks))
+        warned = False
+        while True:
+            try:
+                for kind, lock in self.locks.items():
+                    if not lock.held and lock.try_acquire():
+                        self.metrics.lock_held.labels(kind).set(1)
+                if all(lock.held for lock in self.locks.values()):
+                    return True
+                if self.settings.standby_poll:
+                    self._warm().catch_up()
+                warned = False
+            except (RedisError, StoreError) as exc:
+                if not warned:  # once per outage: a standby waits through it
+                    log.warning("standby: the session store is unreachable: %s", exc)
+                    warned = True
+            if self.stop_requested.wait(poll):
                 return False
-            self.metrics.lock_held.labels(kind).set(1)
-        return True
+
+    def _warm(self) -> WarmCopies:
+        """Every session's local copy, in a directory emptied when the process made it:
+        whatever a previous process left there is never trusted."""
+        if self.copies is None:
+            store_dir = fresh_directory(Path(self.settings.state_dir) / "filestore")
+            self.copies = WarmCopies(self.reader, {
+                cfg.key(self.namespace): SessionCopy(store_dir, cfg.store_prefix, cfg.key(self.namespace))
+                for cfg in self.settings.session})
+        return self.copies
 
     def materialise(self) -> dict[SessionKey, int]:
-        """Stamp every session with our epoch and rebuild its FileStore from Redis."""
-        store_dir = fresh_directory(Path(self.settings.state_dir) / "filestore")
+        """Stamp every session with our epoch, then make its local copy exactly what Redis holds
+        (checked, and brought up to date: ``SessionCopy.finish``)."""
+        copies = self._warm()
         last_sent: dict[SessionKey, int] = {}
         for cfg in self.settings.session:
             key = cfg.key(self.namespace)
             store = self.stores[cfg.kind]
             store.stamp_owner(key)
-            loaded = store.load(key)
-            start = loaded.state.session_start_time
-            if start is None:  # a session never stored before starts now
-                start = time.time_ns()
-                store.reset(key, session_start_ns=start)
-                loaded = store.load(key)
-            write_session(store_dir, cfg.store_prefix, loaded, start)
-            last_sent[key] = loaded.state.last_sent_seq_num
-            self.metrics.sender_seq.labels(str(key)).set(loaded.state.sender_seq_num)
-            self.metrics.target_seq.labels(str(key)).set(loaded.state.target_seq_num)
-            log.info("%s materialised: next sender %d, next target %d, %d stored messages", key,
-                     loaded.state.sender_seq_num, loaded.state.target_seq_num, len(loaded.messages))
+            state = store.load_state(key)
+            if state.session_start_time is None:  # a session never stored before starts now
+                store.reset(key, session_start_ns=time.time_ns())
+                state = store.load_state(key)
+            copy = copies.copies[key]
+            copied = copy.finish(self.reader, state)
+            last_sent[key] = state.last_sent_seq_num
+            self.metrics.sender_seq.labels(str(key)).set(state.sender_seq_num)
+            self.metrics.target_seq.labels(str(key)).set(state.target_seq_num)
+            log.info("%s materialised: next sender %d, next target %d, %d stored messages (%d of them "
+                     "copied at takeover)", key, state.sender_seq_num, state.target_seq_num, copy.count, copied)
         return last_sent
 
     def rematerialise(self, cfg: SessionConfig) -> None:
@@ -267,6 +310,7 @@ class Gateway:
         signal.signal(signal.SIGTERM, lambda *_: self.stop_requested.set())
         signal.signal(signal.SIGINT, lambda *_: self.stop_requested.set())
         port = self.serve_http()
+        self._warm()
         print(f"fixgw: gateway http://127.0.0.1:{port}/ready (standby until the lock is ours)", flush=True)
         try:
             if not self.wait_for_locks():

@@ -270,3 +270,21 @@ redis.call('SET', KEYS[1], ARGV[1])
 if KEYS[2] then redis.call('DEL', KEYS[2]) end
 return 1
 """
+
+# A local copy's check (``sessionstore/reader.py``): what each chunk holds, computed where it is
+# stored, so a standby verifies its copy without reading it all back. KEYS: chunk keys of one
+# session. Returns per chunk the SHA-1 (hex) of its record values concatenated in seqNum order.
+# Declared no-writes: the server refuses any write from it, and runs it on a replica too.
+CHUNK_DIGESTS = """#!lua flags=no-writes
+local out = {}
+for i, key in ipairs(KEYS) do
+  local flat = redis.call('HGETALL', key)
+  local records = {}
+  for j = 1, #flat, 2 do records[#records + 1] = {struct.unpack('<I4', flat[j]), flat[j + 1]} end
+  table.sort(records, function(a, b) return a[1] < b[1] end)
+  local values = {}
+  for j = 1, #records do values[j] = records[j][2] end
+  out[i] = redis.sha1hex(table.concat(values))
+end
+return out
+"""

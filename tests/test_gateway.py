@@ -14,11 +14,22 @@ from datastore.embedded import ValkeyProcess, free_port, standalone
 from datastore.settings import RedisEndpoint
 from sessionstore import SessionKey, SessionStore
 from sessionstore.store import FixedEpoch
-from tests.gateway_helpers import FixClient, GatewayProc, RawFixClient, body_without, fields, http_text
+from tests.gateway_helpers import (
+    FixClient,
+    GatewayProc,
+    RawFixClient,
+    body_without,
+    fields,
+    http_json,
+    http_text,
+    wait_until,
+)
+from tests.store_helpers import store_history
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
 
 CLIENT1 = SessionKey("t", "fsg", "CLIENT1")
+ADMIN = {b"0", b"1", b"2", b"3", b"4", b"5", b"A"}  # resent as a gap fill, not as themselves
 VOLATILE = {"43", "122", "52", "9", "10"}  # what a resend may change (PossDup, times, length, checksum)
 
 
@@ -94,6 +105,67 @@ def test_standby_takes_over_after_sigkill_and_resends_the_originals(tmp_path: Pa
     try:
         check_takeover(tmp_path, valkey, standby, active)
     finally:
+        active.kill()
+        standby.stop()
+
+
+def resend_one(port: int, url: str, seq: int) -> bytes:
+    """Log on by hand (at the number the gateway expects) and ask for ``seq`` alone."""
+    raw = RawFixClient(port, seq=stored_state(url).state.target_seq_num)
+    try:
+        raw.send("35=A\x0198=0\x01108=30")
+        logon = raw.read()
+        assert logon is not None and dict(fields(logon))["35"] == "A", logon
+        raw.send(f"35=2\x017={seq}\x0116={seq}")
+        while True:
+            msg = raw.read()
+            assert msg is not None, f"no resend of {seq}"
+            if dict(fields(msg))["34"] == str(seq):
+                return msg
+    finally:
+        raw.send("35=5")
+        raw.close()
+
+
+def standby_copy_holds(standby: GatewayProc) -> int:
+    """How many stored messages the standby's /ready says its local copy holds."""
+    problem = http_json(standby.http_port)[1]["problems"][0]
+    assert problem.startswith("not active: standing by, local copy holds "), problem
+    return int(problem.split("holds ")[1].split(" ")[0])
+
+
+def test_a_warm_standby_takes_over_and_resends_old_and_recent_messages_byte_for_byte(
+        tmp_path: Path, valkey: ValkeyProcess) -> None:
+    """3,000 reports stored before the gateways start, more sent by the active one: the standby
+    keeps its copy in step while it waits, so at takeover it copies only the last moments (its
+    log says how many), and then resends the oldest report and the most recent message as
+    Redis holds them (PossDupFlag=Y; only the resend's own header fields differ). The most recent
+    application message: the active one's last echo before it died."""
+    client = connect(RedisEndpoint(url=valkey.url))
+    store_history(client, CLIENT1, 3000)
+    port = free_port()
+    active = GatewayProc(tmp_path, valkey.url, name="a", fix_port=port).start().wait_active()
+    standby = GatewayProc(tmp_path, valkey.url, name="b", fix_port=port).start()
+    trader = FixClient(tmp_path, port).start()
+    try:
+        trader.wait_for(lambda: trader.logons == 1 and len(trader.app_messages) >= 3000, "logon and the history")
+        orders_round_trip(trader, 20, "W")
+        trader.stop()
+        stored_count = len(stored_state(valkey.url).messages)
+        wait_until(lambda: standby_copy_holds(standby) >= stored_count, "the standby's copy to hold everything")
+        recent = max(r.seq_num for r in stored_state(valkey.url).messages if r.msg_type not in ADMIN)
+        active.kill()
+        standby.wait_active()
+        copied_at_takeover = [int(line.split("(")[1].split(" of them")[0]) for line in standby.output().splitlines()
+                              if "t/fsg/CLIENT1 materialised" in line]
+        assert copied_at_takeover and copied_at_takeover[0] < 100, standby.output()
+        stored = {r.seq_num: r.body for r in stored_state(valkey.url).messages}
+        for seq in (1, recent):
+            resent = resend_one(port, valkey.url, seq)
+            assert dict(fields(resent)).get("43") == "Y"
+            assert body_without(resent, VOLATILE) == body_without(stored[seq], VOLATILE), seq
+    finally:
+        trader.stop()
         active.kill()
         standby.stop()
 
