@@ -7,10 +7,10 @@ and appends it to each session's ``.body`` and ``.header`` exactly as QuickFIX w
 then on) and checks its copy against Redis before QuickFIX loads it:
 
 - the session's start time (a reset starts the copy again) and its last number;
-- a chunk (``/store/<n>``, 1,024 numbers) the copy holds whole and that no later commit can
-  change — every number in it below the unsent ones (group commit) and the last sent — was
-  compared with the server's digest of it when it became so (sealed): at takeover its count
-  is checked;
+- a chunk (``/store/<n>``, 1,024 numbers) that no later commit can change — every number in
+  it below the unsent ones (group commit) and the last sent — is sealed: as read, when it was
+  read whole once it was so, or else once the server's digest of it matched the copy's; at
+  takeover its count is checked;
 - every other chunk the copy holds is checked by its digest, computed by the server.
 
 From the first chunk that does not match, the copy is dropped and read again from Redis. So the
@@ -128,8 +128,17 @@ class SessionCopy:
         last = _last_number(state)
         if last < self.top:  # fewer than the copy holds (a datastore failover lost the last writes)
             self._drop_from(chunk_index(last + 1))
+        changeable_from = min([last + 1, *unsent])
+        before = set(self.chunks)
         copied = self._copy(reader, last)
-        self._seal(reader, min([last + 1, *unsent]))
+        # A chunk read whole now, below every number a later commit may replace (as the state
+        # read before it says: new unsent numbers only ever come above lastSentSeqNum), holds
+        # what it will always hold: sealed as read. A chunk read in part before is checked
+        # against the server's digest once it can no longer change.
+        for i, c in self.chunks.items():
+            if i not in before and _whole_below(i, changeable_from):
+                c.sealed, c.digest = True, None
+        self._seal(reader, changeable_from)
         return copied
 
     def _copy(self, reader: StoreReader, last: int) -> int:
@@ -148,7 +157,7 @@ class SessionCopy:
         """Verify, once, each whole chunk below ``changeable_from`` (the first number a later
         commit may still replace) against the server's digest of it."""
         ready = [i for i, c in sorted(self.chunks.items())
-                 if not c.sealed and (i + 1) * CHUNK_SIZE <= changeable_from][:SEAL_PER_CATCH_UP]
+                 if not c.sealed and _whole_below(i, changeable_from)][:SEAL_PER_CATCH_UP]
         for i, digest in zip(ready, digests(reader, self.key, ready)):
             if self.chunks[i].digest.hexdigest() != digest:
                 log.warning("%s: chunk %d of the local copy differs from Redis; copied again", self.key, i)
@@ -195,6 +204,11 @@ def digests(reader: StoreReader, key: SessionKey, indexes: list[int]) -> list[st
     for at in range(0, len(indexes), DIGEST_CHUNKS_PER_CALL):
         out += reader.chunk_digests(key, indexes[at:at + DIGEST_CHUNKS_PER_CALL])
     return out
+
+
+def _whole_below(index: int, number: int) -> bool:
+    """Every number of chunk ``index`` is below ``number``."""
+    return (index + 1) * CHUNK_SIZE <= number
 
 
 def _last_number(state: SessionState) -> int:

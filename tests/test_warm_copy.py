@@ -78,6 +78,30 @@ def test_a_copy_kept_in_step_with_a_writer_ends_as_a_full_load_byte_for_byte(tmp
     assert copy_files(copy) == full_load_files(tmp_path, client)
 
 
+def test_a_chunk_copied_in_parts_is_sealed_by_the_servers_digest(tmp_path: Path, valkey: ValkeyProcess) -> None:
+    """A chunk copied while it could still change is sealed once it can not, if the server's
+    digest of it matches the copy's; a number replaced meanwhile makes it copied again."""
+    client = connect(RedisEndpoint(url=valkey.url))
+    store_history(client, KEY, 2500)
+    reader = StoreReader(client)
+    copy = caught_up(SessionCopy(tmp_path / "warm", PREFIX, KEY), reader)
+    assert not copy.chunks[2].sealed, "chunk 2 (2048-3071) is not whole yet"
+    writer = SessionStore(client, FixedEpoch(1))
+    writer.stamp_owner(KEY)
+    client.hset(KEY.chunk(2), encode_seq_field(2100), record(2100, report_text(77777)).encode())
+    writer.commit_outbound_many(KEY, [record(s) for s in range(2501, 3200)])
+    caught_up(copy, reader)
+    assert 2 not in copy.chunks or not copy.chunks[2].sealed, "the copy of chunk 2 differs: not sealed"
+    caught_up(copy, reader)
+    assert copy.chunks[2].sealed, "copied again whole, chunk 2 is sealed"
+    finished(copy, reader)
+    assert copy_files(copy) == full_load_files(tmp_path, client)
+    other = caught_up(SessionCopy(tmp_path / "warm2", PREFIX, KEY), reader)
+    writer.commit_outbound_many(KEY, [record(s) for s in range(3200, 4100)])
+    caught_up(other, reader)
+    assert other.chunks[3].sealed, "a chunk copied in parts, unchanged, is sealed by its digest"
+
+
 def replace_a_number_in_the_open_chunk(client: Any, writer: SessionStore) -> None:
     client.hset(KEY.chunk(2), encode_seq_field(2550), record(2550, report_text(99999)).encode())
 
