@@ -167,7 +167,7 @@ def takeover(tmp: Path, url: str, names: list[str], lock_ttl: str, warm: bool) -
             print(f"  {kind}: resend of {names[0]} #{wanted} after the takeover: "
                   f"{'as stored' if same else 'DIFFERS from what Redis holds'}", flush=True)
         for line in standby.output().splitlines():
-            if "took over in" in line:
+            if "took over in" in line or "older messages were loaded" in line:
                 print(f"  {kind}: {line.split('fixgw.gateway')[-1].strip(': ')}", flush=True)
         return answered - killed, answered - expiry
     finally:

@@ -47,6 +47,7 @@ from .metrics import GatewayMetrics
 log = logging.getLogger("fixgw.session")
 
 POSS_DUP, MSG_SEQ_NUM, MSG_TYPE, SENDING_TIME, NEW_SEQ_NO = 43, 34, 35, 52, 36
+BEGIN_SEQ_NO = 7
 ADMIN_TYPES = frozenset({"0", "1", "2", "3", "4", "5", "A"})  # FIX's session-level messages
 
 
@@ -70,10 +71,16 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
                  last_sent: dict[SessionKey, int], fatal: Callable[[str], None] = die,
                  restore_local_copy: Callable[[SessionConfig], None] = lambda cfg: None,
                  linger: Linger | None = None, lockout: LogonLockout | None = None,
-                 clock_problem: Callable[[], str | None] = lambda: None) -> None:
+                 clock_problem: Callable[[], str | None] = lambda: None,
+                 held_back: dict[str, int] | None = None,
+                 complete_local_copy: Callable[[SessionConfig], int] = lambda cfg: 0) -> None:
         """``clock_problem``: why Logons are refused now (this host's clock disagrees with the
-        datastore's: ``datastore/clock.py``), or None."""
+        datastore's: ``datastore/clock.py``), or None. ``held_back``: per session (SessionID
+        text), the first number whose entry QuickFIX was given at takeover (``takeover_preload``);
+        ``complete_local_copy`` puts the older entries back (``filestore.complete_header``)."""
         super().__init__()
+        self._held_back = dict(held_back or {})
+        self.complete_local_copy = complete_local_copy
         self.clock_problem = clock_problem
         self.sessions = sessions  # by QuickFIX SessionID text
         # Looked up on every callback: built once (the profile showed them on the hot path).
@@ -222,11 +229,14 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         with self.watch.running("fromAdmin", self._name(sid)):
             try:
                 self._injected_fault("fromAdmin")
-                if message.getHeader().getField(MSG_TYPE) == "A":
+                msg_type = message.getHeader().getField(MSG_TYPE)
+                if msg_type == "A":
                     raw = message.toString()
                     problem = logon_problem(raw) or self.clock_problem() or self._credentials_problem(sid, raw)
                     if problem is not None:
                         self._refuse_logon(sid, problem)
+                elif msg_type == "2" and self._held_back:
+                    self._load_held_back(message, sid)
             except QUICKFIX_SIGNAL:
                 raise  # RejectLogon: QuickFIX answers it with a Logout carrying the text
             except Exception as exc:  # noqa: BLE001 (never into the bindings)
@@ -234,6 +244,34 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
                 if message.getHeader().getField(MSG_TYPE) == "A":  # a Logon that could not be checked is refused
                     self._refuse_logon(sid, "could not be checked (internal error: see the gateway's log)")
             self._record_inbound_safely(message, sid, sid.toString(), None)
+
+    def _load_held_back(self, request: fix.Message, sid: fix.SessionID) -> None:
+        """A ResendRequest reaching below the entries QuickFIX was given at takeover: the older
+        ones are put back and QuickFIX re-reads the session's files before it answers (on this,
+        the session's own thread; no other thread sends meanwhile: its send lock). Were they not,
+        QuickFIX would answer those numbers with a gap fill, and the reports would be lost to
+        the client: if they cannot be put back, the process ends and a standby takes over."""
+        text = sid.toString()
+        below = self._held_back.get(text)
+        if below is None or not request.isSetField(BEGIN_SEQ_NO) or int(request.getField(BEGIN_SEQ_NO)) >= below:
+            return
+        cfg, key = self._keys[text]
+        started = time.perf_counter()
+        try:
+            with self._send_locks[text]:
+                restored = self.complete_local_copy(cfg)
+                session = fix.Session.lookupSession(sid)
+                if session is None:
+                    raise RuntimeError("QuickFIX has no session by that id")
+                session.refresh()
+        except Exception as exc:  # noqa: BLE001
+            self.fatal(f"{key}: the stored messages below {below} could not be given to QuickFIX for a "
+                       f"ResendRequest ({type(exc).__name__}: {exc}); a standby answers it")
+            return
+        del self._held_back[text]
+        log.info("%s: a ResendRequest from %s reached below %d: the older messages were loaded (%d bytes of "
+                 "entries) in %.3f s", key, request.getField(BEGIN_SEQ_NO), below, restored,
+                 time.perf_counter() - started)
 
     def _refuse_logon(self, sid: fix.SessionID, problem: str) -> None:
         log.warning("%s: Logon refused: %s", self._name(sid), problem)
@@ -321,6 +359,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
             try:
                 with self._send_locks[sid.toString()]:
                     self.restore_local_copy(cfg)
+                    self._held_back.pop(sid.toString(), None)  # (the copy is whole again)
                     session.refresh()
                 log.info("%s: local copy restored from Redis after a refused Logon", key)
             except Exception as exc:  # noqa: BLE001

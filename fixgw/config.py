@@ -221,6 +221,10 @@ class GatewaySettings(BaseModel):
     # the last moments instead of every stored message; it also tries the lock this often.
     # 0s: no copy is kept, the standby reads every session whole when it takes over.
     standby_poll: Duration = "100ms"  # type: ignore[assignment]
+    # At takeover QuickFIX loads, per session, the entries of at least this many of the last
+    # stored messages (whole chunks of 1,024); a ResendRequest reaching further back has the rest
+    # of that session loaded first (about 0.4 µs a message). 0: every message, at takeover.
+    takeover_preload: int = Field(10_000, ge=0)
     dictionaries: Path = DICTIONARIES
     # QuickFIX's message and event log files under state_dir/log (every message in and out, one
     # write and flush each). The outbound messages are in Redis either way: false saves the writes.

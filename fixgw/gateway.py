@@ -48,7 +48,7 @@ from .application import GatewayApplication
 from .config import GatewaySettings, MatchingLink, SessionConfig
 from .context import Behaviour, GatewayContext, die
 from .credentials import LogonLockout
-from .filestore import fresh_directory, write_session
+from .filestore import complete_header, fresh_directory, write_session
 from .front import Front, FrontLimits, SessionGate, tls_context
 from .metrics import GatewayMetrics
 from .warm_copy import SessionCopy, WarmCopies
@@ -94,6 +94,8 @@ class Gateway:
                        for kind, lock in self.locks.items()}
         self.reader = StoreReader(self.client)
         self.copies: WarmCopies | None = None  # made when the process starts (``run``)
+        # Sessions whose older entries QuickFIX was not given at takeover: the first number it holds.
+        self.held_back: dict[str, int] = {}
         self.acceptor: Any = None
         self.front: Front | None = None
         self.application: GatewayApplication | None = None
@@ -195,7 +197,9 @@ class Gateway:
                 store.reset(key, session_start_ns=time.time_ns())
                 state = store.load_state(key)
             copy = copies.copies[key]
-            copied = copy.finish(self.reader, state)
+            copied = copy.finish(self.reader, state, self.settings.takeover_preload)
+            if copy.held_back_below:
+                self.held_back[cfg.session_id_text] = copy.held_back_below
             last_sent[key] = state.last_sent_seq_num
             self.metrics.sender_seq.labels(str(key)).set(state.sender_seq_num)
             self.metrics.target_seq.labels(str(key)).set(state.target_seq_num)
@@ -223,7 +227,10 @@ class Gateway:
                                                             self.store_settings.dispatchBatchSize),
                                               lockout=LogonLockout(self.settings.logon_lockout_after,
                                                                    self.settings.logon_lockout),
-                                              clock_problem=self.clock.problem)
+                                              clock_problem=self.clock.problem,
+                                              held_back=self.held_back,
+                                              complete_local_copy=lambda cfg: complete_header(
+                                                  state_dir / "filestore", cfg.store_prefix))
         logs = []
         if self.settings.message_log:
             log_dir = state_dir / "log"

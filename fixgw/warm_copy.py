@@ -31,7 +31,7 @@ from sessionstore import SessionKey, SessionState
 from sessionstore.keys import CHUNK_SIZE, chunk_index
 from sessionstore.reader import StoreReader
 
-from .filestore import creation_time_text
+from .filestore import creation_time_text, hold_back_header
 
 log = logging.getLogger("fixgw.warm_copy")
 
@@ -59,6 +59,8 @@ class SessionCopy:
 
     def __init__(self, directory: Path, prefix: str, key: SessionKey) -> None:
         self.key = key
+        self.prefix = prefix
+        self.held_back_below = 0  # after ``finish``: QuickFIX holds no entry below this number (0: all)
         self.paths = {suffix: directory / f"{prefix}.{suffix}" for suffix in ("body", "header", "seqnums", "session")}
         directory.mkdir(parents=True, exist_ok=True)
         self.start_time: int | None = None  # the session start the copy belongs to
@@ -176,10 +178,12 @@ class SessionCopy:
                   if d != self.chunks[i].digest.hexdigest()]
         return min(wrong, default=None)
 
-    def finish(self, reader: StoreReader, state: SessionState) -> int:
+    def finish(self, reader: StoreReader, state: SessionState, preload: int = 0) -> int:
         """Make the copy exactly what Redis holds (called once the session is stamped: nobody
-        else writes it now), with its sequence numbers and start time. Returns how many records
-        were copied now."""
+        else writes it now), with its sequence numbers and start time. ``preload``: when the
+        copy holds more, QuickFIX is given only the entries of the last chunks holding at least
+        that many (``hold_back_header``; ``held_back_below`` says from which number). Returns how
+        many records were copied now."""
         self._restart_if_reset(state)
         last = _last_number(state)
         if last < self.top:
@@ -194,6 +198,12 @@ class SessionCopy:
         assert state.session_start_time is not None, "a session is reset (started) before it is served"
         self.paths["seqnums"].write_bytes(f"{state.sender_seq_num:020d} : {state.target_seq_num:020d}".encode())
         self.paths["session"].write_bytes(creation_time_text(state.session_start_time).encode())
+        self.held_back_below = 0
+        if preload and self.count > preload:
+            first = min(i for i in self.chunks if i >= chunk_index(max(1, self.top - preload)))
+            if first > min(self.chunks):
+                hold_back_header(self.paths["header"].parent, self.prefix, self.chunks[first].header_at)
+                self.held_back_below = first * CHUNK_SIZE
         return copied
 
 

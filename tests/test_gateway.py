@@ -140,12 +140,15 @@ def test_a_warm_standby_takes_over_and_resends_old_and_recent_messages_byte_for_
     keeps its copy in step while it waits, so at takeover it copies only the last moments (its
     log says how many), and then resends the oldest report and the most recent message as
     Redis holds them (PossDupFlag=Y; only the resend's own header fields differ). The most recent
-    application message: the active one's last echo before it died."""
+    application message: the active one's last echo before it died. QuickFIX is given the last
+    1,000 at takeover (``takeover_preload``): the ResendRequest for the oldest has the rest loaded
+    first."""
     client = connect(RedisEndpoint(url=valkey.url))
     store_history(client, CLIENT1, 3000)
     port = free_port()
-    active = GatewayProc(tmp_path, valkey.url, name="a", fix_port=port).start().wait_active()
-    standby = GatewayProc(tmp_path, valkey.url, name="b", fix_port=port).start()
+    preload = "takeover_preload = 1000"
+    active = GatewayProc(tmp_path, valkey.url, name="a", fix_port=port, gateway_lines=preload).start().wait_active()
+    standby = GatewayProc(tmp_path, valkey.url, name="b", fix_port=port, gateway_lines=preload).start()
     trader = FixClient(tmp_path, port).start()
     try:
         trader.wait_for(lambda: trader.logons == 1 and len(trader.app_messages) >= 3000, "logon and the history")
@@ -160,10 +163,11 @@ def test_a_warm_standby_takes_over_and_resends_old_and_recent_messages_byte_for_
                               if "t/fsg/CLIENT1 materialised" in line]
         assert copied_at_takeover and copied_at_takeover[0] < 100, standby.output()
         stored = {r.seq_num: r.body for r in stored_state(valkey.url).messages}
-        for seq in (1, recent):
+        for seq in (recent, 1):
             resent = resend_one(port, valkey.url, seq)
             assert dict(fields(resent)).get("43") == "Y"
             assert body_without(resent, VOLATILE) == body_without(stored[seq], VOLATILE), seq
+        assert "the older messages were loaded" in standby.output()
     finally:
         trader.stop()
         active.kill()

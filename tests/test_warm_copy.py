@@ -16,7 +16,7 @@ from redis.exceptions import NoPermissionError
 from datastore.connection import connect
 from datastore.embedded import ValkeyProcess
 from datastore.settings import RedisEndpoint
-from fixgw.filestore import write_session
+from fixgw.filestore import complete_header, write_session
 from fixgw.fixmsg import filled_body
 from fixgw.warm_copy import SessionCopy
 from sessionstore import FixedEpoch, OutboundRecord, SessionKey, SessionStore
@@ -161,3 +161,24 @@ def test_the_copy_only_reads(tmp_path: Path, valkey: ValkeyProcess) -> None:
     caught_up(copy, reader)
     assert finished(copy, reader) == 0
     assert copy_files(copy) == full_load_files(tmp_path, admin)
+
+
+def test_quickfix_is_given_the_last_entries_and_the_older_ones_go_back_in_front(tmp_path: Path,
+                                                                              valkey: ValkeyProcess) -> None:
+    """``takeover_preload``: the header QuickFIX loads holds whole chunks covering at least the
+    last N messages; the entries held back, put back in front of what QuickFIX appended since,
+    make the header a full load writes (with those appended)."""
+    client = connect(RedisEndpoint(url=valkey.url))
+    store_history(client, KEY, 5000)
+    reader = StoreReader(client)
+    copy = caught_up(SessionCopy(tmp_path / "warm", PREFIX, KEY), reader)
+    copy.finish(reader, reader.states([KEY])[0][0], preload=1500)
+    assert copy.held_back_below == 3 * 1024, "chunks 3 and 4 (3072-5000) cover the last 1,500"
+    given = copy.paths["header"].read_bytes()
+    assert given.startswith(b"3072,") and given.endswith(b" ") and given.count(b",") == 2 * (5000 - 3071)
+    appended = b"5001,%d,10 " % copy.paths["body"].stat().st_size  # as QuickFIX appends after a send
+    with open(copy.paths["header"], "ab") as f:
+        f.write(appended)
+    assert complete_header(copy.paths["header"].parent, PREFIX) > 0
+    assert copy.paths["header"].read_bytes() == full_load_files(tmp_path, client)["header"] + appended
+    assert complete_header(copy.paths["header"].parent, PREFIX) == 0, "nothing is held back any more"
