@@ -196,7 +196,11 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     from .gateway import Gateway
 
     tune_gc()
-    overrides = {"mode": args.mode} if args.mode else {}
+    overrides: dict[str, Any] = {"mode": args.mode} if args.mode else {}
+    if args.http_port is not None:
+        overrides["http_port"] = args.http_port
+    if args.state_dir is not None:
+        overrides["state_dir"] = args.state_dir
     settings, store_settings, matching = load_gateway(args.config, overrides)
     return Gateway(settings, store_settings, behaviour_for(settings.mode), matching=matching).run()
 
@@ -252,6 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     gw = sub.add_parser("gateway", help="run the FIX acceptor (standby until it holds the dispatcher lock)")
     gw.add_argument("--config", default=str(DEFAULT_CONFIG), help="TOML configuration")
     gw.add_argument("--mode", choices=["gateway", "at"], help="override [gateway] mode (at = acceptance-test app)")
+    gw.add_argument("--http-port", type=int, default=None, help="override [gateway] http_port")
+    gw.add_argument("--state-dir", default=None, help="override [gateway] state_dir (one per process)")
     gw.set_defaults(func=cmd_gateway)
     demo = sub.add_parser("demo", help="trade against a running gateway and print the ExecutionReports")
     demo.add_argument("--host", default="127.0.0.1")

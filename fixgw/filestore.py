@@ -15,11 +15,13 @@ puts them back in front (``complete_header``) and has QuickFIX read the file aga
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
+from datastore.settings import ConfigError
 from sessionstore.store import LoadedSession
 
 
@@ -83,3 +85,24 @@ def fresh_directory(path: Path) -> Path:
         shutil.rmtree(path)
     path.mkdir(parents=True)
     return path
+
+
+def claim_directory(path: Path) -> object:
+    """This process's hold on ``path`` (a state_dir) for as long as it runs: a second gateway
+    started with the same one — a standby beside the active one on one host — would empty the
+    active one's local copy under QuickFIX. Refused with the reason instead."""
+    path.mkdir(parents=True, exist_ok=True)
+    holder = open(path / ".holder", "a+")  # noqa: SIM115 (held open until the process ends)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder.seek(0)
+        other = holder.read().strip() or "another process"
+        holder.close()
+        raise ConfigError(f"state_dir {path} is in use by {other}: give each gateway process its own "
+                          "(`fixgw gateway --state-dir DIR`, or [gateway] state_dir)") from None
+    holder.seek(0)
+    holder.truncate()
+    holder.write(f"gateway pid {os.getpid()}")
+    holder.flush()
+    return holder

@@ -48,7 +48,7 @@ from .application import GatewayApplication
 from .config import GatewaySettings, MatchingLink, SessionConfig
 from .context import Behaviour, GatewayContext, die
 from .credentials import LogonLockout
-from .filestore import complete_header, fresh_directory, write_session
+from .filestore import claim_directory, complete_header, fresh_directory, write_session
 from .front import Front, FrontLimits, SessionGate, tls_context
 from .metrics import GatewayMetrics
 from .warm_copy import SessionCopy, WarmCopies
@@ -316,6 +316,7 @@ class Gateway:
             pin_threads(cpus)
         signal.signal(signal.SIGTERM, lambda *_: self.stop_requested.set())
         signal.signal(signal.SIGINT, lambda *_: self.stop_requested.set())
+        self._state_dir_hold = claim_directory(Path(self.settings.state_dir))
         port = self.serve_http()
         self._warm()
         print(f"fixgw: gateway http://127.0.0.1:{port}/ready (standby until the lock is ours)", flush=True)

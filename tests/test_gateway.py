@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -15,12 +17,14 @@ from datastore.settings import RedisEndpoint
 from sessionstore import SessionKey, SessionStore
 from sessionstore.store import FixedEpoch
 from tests.gateway_helpers import (
+    ROOT,
     FixClient,
     GatewayProc,
     RawFixClient,
     body_without,
     fields,
     http_json,
+    http_status,
     http_text,
     wait_until,
 )
@@ -342,3 +346,31 @@ def test_a_cpu_affinity_the_process_may_not_use_stops_the_gateway_with_the_reaso
     gw = GatewayProc(tmp_path, valkey.url, fix_port=free_port(), gateway_lines="cpu_affinity = [4095]").start()
     assert gw.wait(30) == 2
     assert f"[gateway] cpu_affinity [4095]: this process may only run on CPUs {allowed}" in gw.output()
+
+
+def test_a_second_gateway_on_the_same_state_dir_is_refused_with_the_reason(tmp_path: Path,
+                                                                          valkey: ValkeyProcess) -> None:
+    """A standby started beside the active one with the same state_dir would empty the active
+    one's local copy under QuickFIX: it is refused at start, saying how to give it its own; with
+    ``--state-dir`` (and its own ``--http-port``) it stands by and says what its copy holds."""
+    port = free_port()
+    active = GatewayProc(tmp_path, valkey.url, name="a", fix_port=port).start().wait_active()
+    try:
+        same = subprocess.run([sys.executable, "-m", "fixgw.cli", "gateway", "--config", str(active.config),
+                               "--http-port", str(free_port())], cwd=active.dir, capture_output=True, text=True,
+                              timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert same.returncode == 2, same.stderr
+        assert "is in use by gateway pid" in same.stderr and "--state-dir" in same.stderr, same.stderr
+        http = free_port()
+        own = subprocess.Popen([sys.executable, "-m", "fixgw.cli", "gateway", "--config", str(active.config),
+                                "--http-port", str(http), "--state-dir", str(tmp_path / "own")], cwd=active.dir,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "PYTHONPATH": str(ROOT)})
+        try:
+            wait_until(lambda: http_status(http) == 503, "the second gateway standing by")
+            assert http_json(http)[1]["problems"][0].startswith("not active: standing by, local copy holds ")
+        finally:
+            own.kill()
+            own.wait(10)
+    finally:
+        active.stop()
