@@ -38,7 +38,7 @@ from sessionstore import NotReplicated, OutboundRecord, SessionKey, SessionStore
 from .config import SessionConfig
 from .context import Behaviour, CallbackWatch, die
 from .credentials import LogonLockout, credentials_problem
-from .fixmsg import Inbound, SessionMessage, business_reject, inbound, wire_bytes
+from .fixmsg import Inbound, SessionMessage, business_reject, inbound, sending_time, wire_bytes
 from .group_commit import GroupCommit
 from .inputs import MAX_SEQ_NUM, logon_problem, split_fields
 from .intake import Intake
@@ -59,6 +59,16 @@ FAIL_IN_CALLBACK = frozenset(filter(None, os.environ.get("FIXGW_TEST_FAIL_IN_CAL
 # What QuickFIX understands when a callback raises it (DoNotSend, RejectLogon, the
 # session-level rejects); anything else raised into the bindings hangs the session.
 QUICKFIX_SIGNAL = fix.FIXException
+
+
+def stamp(message: fix.Message) -> None:
+    """SendingTime from the gateway's clock (``fixmsg.sending_time``: the one it and its
+    datastore agreed on), not QuickFIX's: QuickFIX stamps with the host's clock, and a message
+    stamped in the moments after a step of it, before the clock watch closes the sessions, would
+    be refused by the client's engine (SendingTime accuracy problem) and lost to it, its number
+    consumed — a report resent later among them. (A group-committed report carries the stamp it
+    was committed with: ``_sent_as_committed``.)"""
+    message.getHeader().setField(SENDING_TIME, sending_time())
 
 
 def _field(fields: Any, tag: int) -> str | None:
@@ -182,6 +192,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         with self.watch.running("toAdmin", self._name(sid)):
             try:
                 self._injected_fault("toAdmin")
+                stamp(message)
                 self._persist(message, sid)
             except Exception as exc:  # noqa: BLE001
                 # An admin message cannot be vetoed cleanly through the bindings: stop here.
@@ -194,6 +205,8 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
             try:
                 if FAIL_IN_CALLBACK:
                     self._injected_fault("toApp")
+                if delivery is None or not delivery.seq:
+                    stamp(message)
                 if delivery is None or not self._sent_as_committed(message, text, delivery):
                     self._persist(message, sid, delivery)
             except NotReplicated as exc:

@@ -91,13 +91,30 @@ def unanswered_never_entered(server, flow: Flow, clients: list[DemoClient]) -> l
     for clordid in sorted(set(sent) - got):
         client = sent[clordid][0]
         key = SessionKey("e2e", "fsg", client.name)
-        assert store.clordid_record(key, clordid) is None, f"{clordid} was claimed, yet its client got no answer"
+        assert store.clordid_record(key, clordid) is None, \
+            f"{clordid} was claimed, yet its client got no answer: {what_became_of(store, key, client, clordid)}"
         with client.cond:
             seq = next(n for n, c in client.sent_seq.items() if c == clordid)
         rejects = [m.body for m in store.load(key).messages
                    if b"\x0135=3\x01" in m.body and f"\x0145={seq}\x01".encode() in m.body]
         out.append(f"{clordid}: {'Reject stored' if rejects else 'taken as the connection closed'}")
     return out
+
+
+def what_became_of(store: SessionStore, key: SessionKey, client: DemoClient, clordid: str) -> str:
+    """For a failure's message: the stored messages about ``clordid`` (number, type, ExecType,
+    SendingTime) and what its client received about it, with the numbers it received around."""
+    tag = f"\x0111={clordid}\x01".encode()
+    stored = []
+    for m in store.load(key).messages:
+        if tag in m.body:
+            f = dict(p.split(b"=", 1) for p in m.body.split(b"\x01") if b"=" in p)
+            stored.append((m.seq_num, f.get(b"35"), f.get(b"150"), f.get(b"52"), f.get(b"43")))
+    with client.cond:
+        got = [(r.get(34), r.get(35), r.get(150), r.get(52), r.get(43)) for r in client.reports if r.get(11) == clordid]
+        numbers = sorted(int(r[34]) for r in client.reports)
+    near = [n for n in numbers if any(abs(n - s[0]) < 6 for s in stored)]
+    return f"stored {stored}; received {got}; numbers received near them {near}"
 
 
 @pytest.mark.parametrize("direction", [+1, -1], ids=["forward", "back"])
