@@ -37,7 +37,7 @@ from sessionstore import NotReplicated, OutboundRecord, SessionKey, SessionStore
 
 from .config import SessionConfig
 from .context import Behaviour, CallbackWatch, die
-from .credentials import LogonLockout, credentials_problem
+from .credentials import LogonLockout, credentials_problem, hash_password, new_password_problem
 from .fixmsg import Inbound, SessionMessage, business_reject, inbound, sending_time, wire_bytes
 from .group_commit import GroupCommit
 from .inputs import MAX_SEQ_NUM, logon_problem, split_fields
@@ -48,6 +48,7 @@ log = logging.getLogger("fixgw.session")
 
 POSS_DUP, MSG_SEQ_NUM, MSG_TYPE, SENDING_TIME, NEW_SEQ_NO = 43, 34, 35, 52, 36
 BEGIN_SEQ_NO = 7
+PASSWORD, NEW_PASSWORD, SESSION_STATUS = 554, 925, 1409
 ADMIN_TYPES = frozenset({"0", "1", "2", "3", "4", "5", "A"})  # FIX's session-level messages
 
 
@@ -62,12 +63,14 @@ QUICKFIX_SIGNAL = fix.FIXException
 
 
 def stamp(message: fix.Message) -> None:
-    """SendingTime from the gateway's clock (``fixmsg.sending_time``: the one it and its
-    datastore agreed on), not QuickFIX's: QuickFIX stamps with the host's clock, and a message
-    stamped in the moments after a step of it, before the clock watch closes the sessions, would
-    be refused by the client's engine (SendingTime accuracy problem) and lost to it, its number
-    consumed — a report resent later among them. (A group-committed report carries the stamp it
-    was committed with: ``_sent_as_committed``.)"""
+    """An application message's SendingTime from the gateway's clock (``fixmsg.sending_time``:
+    the one it and its datastore agreed on), not QuickFIX's: QuickFIX stamps with the host's
+    clock, and a message stamped in the moments after a step of it, before the clock watch closes
+    the sessions, would be refused by the client's engine (SendingTime accuracy problem) and lost
+    to it, its number consumed — a report resent later among them. (A group-committed report
+    carries the stamp it was committed with: ``_sent_as_committed``.) Admin messages keep
+    QuickFIX's: a Logout the client's engine took during a step, rather than refused, left
+    QuickFIX's initiator sending Logons on a closed connection and never reconnecting."""
     message.getHeader().setField(SENDING_TIME, sending_time())
 
 
@@ -90,6 +93,10 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         ``complete_local_copy`` puts the older entries back (``filestore.complete_header``)."""
         super().__init__()
         self._held_back = dict(held_back or {})
+        self._password_changed: set[str] = set()  # sessions whose Logon answer says the password changed
+        # When each session last received and sent a message (time.time(); the admin API shows them)
+        self.last_in: dict[str, float] = {}
+        self.last_out: dict[str, float] = {}
         self.complete_local_copy = complete_local_copy
         self.clock_problem = clock_problem
         self.sessions = sessions  # by QuickFIX SessionID text
@@ -189,10 +196,15 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
                 self._unexpected("onLogout", sid, exc)
 
     def toAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
+        self.last_out[sid.toString()] = time.time()
         with self.watch.running("toAdmin", self._name(sid)):
             try:
                 self._injected_fault("toAdmin")
-                stamp(message)
+                if self._password_changed and sid.toString() in self._password_changed \
+                        and message.getHeader().getField(MSG_TYPE) == "A":
+                    self._password_changed.discard(sid.toString())
+                    if sid.getBeginString().getValue() == "FIXT.1.1":
+                        message.setField(SESSION_STATUS, "1")  # session password changed
                 self._persist(message, sid)
             except Exception as exc:  # noqa: BLE001
                 # An admin message cannot be vetoed cleanly through the bindings: stop here.
@@ -201,6 +213,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
     def toApp(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
         in_flight = self._in_flight_delivery()
         text, delivery = in_flight if in_flight is not None else (sid.toString(), None)
+        self.last_out[text] = time.time()
         with self.watch.running("toApp", self._names.get(text, text)):
             try:
                 if FAIL_IN_CALLBACK:
@@ -239,6 +252,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         return True
 
     def fromAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
+        self.last_in[sid.toString()] = time.time()
         with self.watch.running("fromAdmin", self._name(sid)):
             try:
                 self._injected_fault("fromAdmin")
@@ -296,15 +310,21 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         """Logon authentication (``SessionConfig.password_hash``), with ``credentials.LogonLockout``:
         refusals answered later and later, and a lockout after a run of them. The password is
         never logged."""
-        cfg, _ = self._keys[sid.toString()]
+        cfg, key = self._keys[sid.toString()]
+        fields = dict(split_fields(raw))
         if cfg.password_hash is None:
+            if NEW_PASSWORD in fields:
+                return "NewPassword (925): this session has no password to change"
             return None
         locked = self.lockout.locked_for(cfg.name)
         if locked:
             return f"too many refused Logons: locked for {locked:.0f}s more"
-        problem = credentials_problem(dict(split_fields(raw)), cfg.username, cfg.password_hash)
+        current = self.stores[cfg.kind].password_hash(key) or cfg.password_hash  # changed at a Logon, or configured
+        problem = credentials_problem(fields, cfg.username, current)
         if problem is None:
             self.lockout.accepted(cfg.name)
+            if NEW_PASSWORD in fields:
+                return self._change_password(sid, cfg, key, fields[NEW_PASSWORD], fields.get(PASSWORD, ""))
             return None
         delay, locks = self.lockout.refused(cfg.name)
         if locks:
@@ -314,8 +334,23 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         time.sleep(delay)
         return problem
 
+    def _change_password(self, sid: fix.SessionID, cfg: SessionConfig, key: SessionKey, new: str,
+                         old: str) -> str | None:
+        """Logon with NewPassword (925), its current password right: the new one's hash is stored
+        with the session (it replaces the configured one, for this gateway and any successor)
+        and the Logon goes on; FIXT's Logon answer says so (SessionStatus 1409=1). A new password
+        refused by the policy refuses the Logon, the reason in its Logout."""
+        problem = new_password_problem(new, old)
+        if problem is not None:
+            return f"NewPassword (925) refused: {problem}"
+        self.stores[cfg.kind].set_password_hash(key, hash_password(new))
+        self._password_changed.add(sid.toString())
+        log.info("%s: password changed at Logon", key)
+        return None
+
     def fromApp(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
         text = sid.toString()
+        self.last_in[text] = time.time()
         with self.watch.running("fromApp", self._names.get(text, text)):
             parsed: Inbound | None = None
             try:

@@ -17,16 +17,20 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from datastore.embedded import ValkeyProcess, standalone
 from datastore.settings import ConfigError, read_toml
 from matching.config import tune_gc
 from sessionstore.keys import GatewayKey
 
+from .admin_cli import DEFAULT_TOKEN_FILE as ADMIN_TOKEN_FILE
 from .affinity import cpus_for, datastore_cpus, valkey_cpu_settings
 
 ROOT = Path(__file__).resolve().parent.parent
+if TYPE_CHECKING:
+    from .config import GatewaySettings
+
 DEFAULT_CONFIG = ROOT / "config" / "fixgw.toml"
 
 log = logging.getLogger("fixgw")
@@ -59,19 +63,35 @@ def _embedded_settings(config: dict[str, Any]) -> dict[str, Any]:
 EMBEDDED_PASSWORD_ENV = "FIXGW_EMBEDDED_VALKEY_PASSWORD"  # how the cells `fixgw up` starts get it
 
 
+def secret_file(path: Path) -> str:
+    """A random secret made once and kept in ``path``, readable by this user only."""
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    secret = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secret + "\n")
+    return secret
+
+
+def local_operator(settings: GatewaySettings, token_file: Path) -> GatewaySettings:
+    """`fixgw up` with no ``[[gateway.operator]]``: one, "local", its token made once in
+    ``token_file`` (this user only), which ``fixgw-admin`` reads by default."""
+    if settings.operator:
+        return settings
+    from .config import OperatorConfig
+    from .credentials import hash_password
+
+    operator = OperatorConfig(name="local", token_hash=hash_password(secret_file(token_file)))
+    return settings.model_copy(update={"operator": [operator]})
+
+
 def embedded_password(data_dir: Path) -> str:
     """The embedded Valkey's password: made once (random, 32 bytes) and kept beside its data in
     ``<data_dir>/password``, readable by this user only, so the tools find it there
     (``passwordFile`` in config/fixgw.toml) and no other local user can read the orders."""
-    path = data_dir / "password"
-    if path.exists():
-        return path.read_text().strip()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    password = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(password + "\n")
-    return password
+    return secret_file(data_dir / "password")
 
 
 def embedded_server(config: dict[str, Any], gateway_cpus: set[int], *, data_dir: Path | None = None,
@@ -108,6 +128,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise ConfigError(f"--transport rabbitmq: {exc}") from None
     data_dir = Path(args.data_dir or emb.get("data_dir", "var/valkey"))
+    admin_token = Path(ADMIN_TOKEN_FILE)
+    settings = local_operator(settings, admin_token)
     port = args.port if args.port is not None else int(emb.get("port", 6479))
     password = embedded_password(data_dir)
     server = embedded_server(config, cpus_for(settings.cpu_affinity), data_dir=data_dir, port=port or None,
@@ -173,6 +195,9 @@ def cmd_up(args: argparse.Namespace) -> int:
               "sessions: " + ", ".join(f"{s.target_comp_id} ({s.begin_string}, {s.kind})" for s in settings.session),
               flush=True)
         print(f"fixgw: try it: .venv/bin/fixgw demo --port {settings.port}    (Ctrl-C stops everything)", flush=True)
+        if any(op.name == "local" for op in settings.operator) and admin_token.exists():
+            print(f"fixgw: sessions: .venv/bin/fixgw-admin --url http://127.0.0.1:{settings.http_port} sessions "
+                  f"(token in {admin_token})", flush=True)
         return Gateway(settings, store_settings, behaviour_for(settings.mode), matching=matching).run()
     except KeyboardInterrupt:  # Ctrl-C before the gateway took over the signal: still a clean stop
         return 0

@@ -26,6 +26,21 @@ DICTIONARIES = ROOT / "config" / "dictionaries"
 BEGIN_STRINGS = ("FIX.4.2", "FIX.4.4", "FIXT.1.1")
 
 
+class OperatorConfig(BaseModel):
+    """``[[gateway.operator]]``: who may use the admin API (``fixgw-admin``), by a token whose
+    scrypt hash is here (``fixgw passwd`` makes one). The token itself is never in the file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.@-]+$")
+    token_hash: str
+
+    @model_validator(mode="after")
+    def _hash(self) -> OperatorConfig:
+        check_hash_format(self.token_hash)
+        return self
+
+
 class SessionConfig(BaseModel):
     """One FIX session the acceptor serves."""
 
@@ -268,6 +283,9 @@ class GatewaySettings(BaseModel):
     # on one, each hand-over of the GIL between them stays on that CPU (docs/benchmarks.md).
     cpu_affinity: Literal["auto"] | list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
     session: list[SessionConfig] = Field(default_factory=list)
+    # Who may use the admin API on http_port (/admin: fixgw-admin); none: every admin request is
+    # refused (`fixgw up` makes one, "local", its token in var/admin-token).
+    operator: list[OperatorConfig] = Field(default_factory=list)
 
     @field_validator("cpu_affinity")
     @classmethod

@@ -43,7 +43,7 @@ class GatewayContext:
     metrics: GatewayMetrics
     intake: Intake
     deliver_many: Callable[[list[tuple[fix.SessionID, list[SessionMessage]]]], list[list[SessionMessage] | StoreError]]
-    answer: Callable[[fix.SessionID, SessionMessage, int | None], None]
+    answer: Callable[..., None]  # (session id, message, inbound number | None, then=None): GroupCommit.answer
     serving: Callable[[], bool]  # active with every lock held: events may be delivered
     memory_problem: Callable[[], str | None] = lambda: None  # why new orders are refused (datastore/memory.py)
 

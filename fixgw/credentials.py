@@ -111,3 +111,19 @@ class LogonLockout:
 
     def accepted(self, session: str) -> None:
         self._failures.pop(session, None)
+
+
+MIN_PASSWORD_LENGTH = 8
+MAX_PASSWORD_LENGTH = 128
+
+
+def new_password_problem(new: str, old: str) -> str | None:
+    """Why a NewPassword (925) is refused by the policy, or None: 8 to 128 characters, printable,
+    not the current one."""
+    if not MIN_PASSWORD_LENGTH <= len(new) <= MAX_PASSWORD_LENGTH:
+        return f"must be {MIN_PASSWORD_LENGTH} to {MAX_PASSWORD_LENGTH} characters long"
+    if not new.isprintable():
+        return "must hold printable characters only"
+    if hmac.compare_digest(text_bytes(new), text_bytes(old)):
+        return "must differ from the current password"
+    return None

@@ -189,6 +189,7 @@ class Front:
         self.on_refused = on_refused
         self.counters = FrontCounters()
         self._pending_by_address: dict[str, int] = {}
+        self.peers: dict[str, str] = {}  # session name → the address of the connection it is on
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.Server | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, name="fix-front", daemon=True)
@@ -235,6 +236,7 @@ class Front:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = str((writer.get_extra_info("peername") or ("?",))[0])
         limits = self.limits
+        session_name: str | None = None
         closed = self.closed_for()
         if closed is not None:
             self._refuse(peer, "", closed, "not-serving")
@@ -288,6 +290,8 @@ class Front:
                 self._refuse(peer, gate.name, problem, "message-size")
                 return
             engine_writer.write(logon + after)
+            self.peers[gate.name] = peer
+            session_name = gate.name
             refused = False
             inbound = asyncio.ensure_future(self._client_to_engine(reader, engine_writer, check, peer))
             outbound = asyncio.ensure_future(self._engine_to_client(engine_reader, writer, logged_on))
@@ -305,6 +309,8 @@ class Front:
             log.exception("front: connection from %s failed", peer)
         finally:
             logged_on()
+            if session_name is not None and self.peers.get(session_name) == peer:
+                del self.peers[session_name]
             for w in (writer, engine_writer):
                 if w is None:
                     continue

@@ -43,6 +43,7 @@ from sessionstore.reader import StoreReader
 from sessionstore.settings import SessionStoreSettings
 
 from . import fixmsg
+from .admin import Operators, SessionAdmin
 from .affinity import cpus_for, pin_threads
 from .application import GatewayApplication
 from .config import GatewaySettings, MatchingLink, SessionConfig
@@ -145,8 +146,10 @@ class Gateway:
         return self.active.is_set() and all(lock.held for lock in self.locks.values())
 
     def serve_http(self) -> int:
+        admin = SessionAdmin(self, Operators(self.settings.operator),
+                             holder=lambda: next(iter(self.locks.values())).token)
         self.http = CellHttp(self.settings.http_port, self.metrics.registry, lambda: self.ready,
-                             problems=self.problems).start()
+                             problems=self.problems, admin=admin.handle).start()
         return self.http.port
 
     def wait_for_locks(self) -> bool:

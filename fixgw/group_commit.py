@@ -9,6 +9,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -69,14 +70,16 @@ class GroupCommit:
     def _session_of(self, sid: fix.SessionID) -> tuple[str, SessionConfig, SessionKey, SessionStore]:
         raise NotImplementedError
 
-    def answer(self, sid: fix.SessionID, delivery: SessionMessage, inbound_seq: int | None = None) -> None:
+    def answer(self, sid: fix.SessionID, delivery: SessionMessage, inbound_seq: int | None = None,
+               then: Callable[[], None] | None = None) -> None:
         """A behaviour's answer to an inbound message (the AT echo): group-committed and sent by
-        the intake, with the inbound number it covers (``Intake.answer``)."""
+        the intake, with the inbound number it covers (``Intake.answer``); ``then`` runs once
+        it is sent."""
         number = None
         if inbound_seq is not None and inbound_seq < MAX_SEQ_NUM:
             cfg, key = self._keys[sid.toString()]
             number = (key, self.stores[cfg.kind], inbound_seq + 1)
-        self.intake.answer(sid, delivery, number)
+        self.intake.answer(sid, delivery, number, then)
 
     def deliver_many(self, batches: list[tuple[fix.SessionID, list[SessionMessage]]], numbers: InboundNumbers | None = None
                      ) -> list[list[SessionMessage] | StoreError]:

@@ -122,6 +122,7 @@ class Intake:
         self._deliver = deliver  # GatewayApplication.deliver_many: group commits, then sends
         self._work: list[Work] = []
         self._answers: dict[str, tuple[fix.SessionID, list[SessionMessage]]] = {}
+        self._thens: list[Callable[[], None]] = []  # run once the answers queued with them are sent
         self._targets: dict[SessionKey, tuple[SessionStore, int]] = {}
         self._queued: dict[SessionKey, int] = {}  # the highest number queued per session since its last reset
         self._cond = threading.Condition()
@@ -142,14 +143,19 @@ class Intake:
             self._cond.notify()
 
     def answer(self, sid: fix.SessionID, delivery: SessionMessage,
-               number: tuple[SessionKey, SessionStore, int] | None = None) -> None:
+               number: tuple[SessionKey, SessionStore, int] | None = None,
+               then: Callable[[], None] | None = None) -> None:
         """Send ``delivery`` (an ``application.SessionMessage``) after a group commit. ``number``: the
         inbound number answering it covers (the answered message's, plus one), queued with the
         answer so that the cycle taking the answer takes the number too and stores both in one
         commit — queued by the callback's ``record`` after it, a cycle could take the answer
-        alone, and a crash before the next cycle had the message sent and answered again."""
+        alone, and a crash before the next cycle had the message sent and answered again.
+        ``then``: what to do once the answer is sent (a mass cancel's cancels, which must not
+        overtake its report)."""
         with self._cond:
             self._answers.setdefault(sid.toString(), (sid, []))[1].append(delivery)
+            if then is not None:
+                self._thens.append(then)
             if number is not None:
                 self._queue_number(*number)
             self._cond.notify()
@@ -192,6 +198,7 @@ class Intake:
         with self._cond:
             work, self._work = self._work, []
             answers, self._answers = self._answers, {}
+            thens, self._thens = self._thens, []
             targets, self._targets = self._targets, {}
             resets = dict(self._resets)
         # The numbers may ride behind the work, in its round trip, when nothing else must be
@@ -218,6 +225,11 @@ class Intake:
             if failed:
                 self._fatal("; ".join(f"{sid.toString()}: answers not stored: {r}" for sid, r in failed))
                 return
+        for then in thens:
+            try:
+                then()
+            except Exception:  # noqa: BLE001 (one request's follow-up must not stop the cycle)
+                log.exception("intake: follow-up of an answer failed")
         with self._io:
             for store, numbers in self._numbers(targets, resets).values():
                 try:

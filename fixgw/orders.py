@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import quickfix as fix
@@ -50,6 +50,8 @@ from .routing import AmqpCommandRouter, AppendFailed, CommandRouter, HeldCommand
 from .throttle import TokenBucket
 
 log = logging.getLogger("fixgw.orders")
+
+CancelReason = Literal["cancel-on-disconnect", "mass-cancel", "operator"]  # CancelOrder.reason
 
 INCORRECT_DATA_FORMAT = "6"  # SessionRejectReason
 
@@ -189,38 +191,62 @@ class OrderEntryBehaviour:
             self.cancel_open_orders(cfg)
 
     def cancel_open_orders(self, cfg: SessionConfig) -> int:
-        """Cancel-on-disconnect: a CancelOrder through the cell for every order of the session
-        that its last report left open; the cancels' reports reach the session as usual (stored,
-        sent at its next logon). Orders not yet acknowledged by their cell (no view yet) are not
-        seen here. Returns how many cancels were published (or held)."""
-        key = cfg.key(self.namespace)
-        store = self.context.stores[cfg.kind]
-        stamp = incarnation()
-        sent = 0
-        try:
-            views = store.all_order_views(key)
-            for order_id, raw in views.items():
-                view = tr.OrderView.from_json(raw)
-                inst = self.table.by_symbol.get(view.symbol)
-                if view.status in CLOSED_STATUSES or inst is None:
-                    continue
-                pair = inst.pair_id
-                cancel = CancelOrder(tr.command_id(str(key), f"cancel-on-disconnect:{order_id}", stamp), pair,
-                                     partition_of(pair, self.router.partition_count), order_id, str(key),
-                                     reason="cancel-on-disconnect")
-                self.held.publish(cancel)
-                sent += 1
-        except (StoreError, RedisError, AppendFailed) as exc:
-            log.error("%s: cancel-on-disconnect failed after %d cancels: %s", key, sent, exc)
-        self.context.metrics.canceled_on_disconnect.labels(str(key)).inc(sent)
-        log.info("%s: cancel-on-disconnect: %d open orders canceled", key, sent)
+        """Cancel-on-disconnect: ``cancel_orders`` for every order of the session."""
+        sent = len(self.cancel_orders(cfg, "cancel-on-disconnect", incarnation()))
+        self.context.metrics.canceled_on_disconnect.labels(str(cfg.key(self.namespace))).inc(sent)
         return sent
+
+    def open_orders(self, cfg: SessionConfig, *, account: str | None = None, symbol: str | None = None,
+                    side: str | None = None) -> list[tr.OrderView]:
+        """The session's orders its last report left open (the gateway's views), those of
+        ``account``, ``symbol``, ``side`` only when given. Orders not yet acknowledged by their
+        cell (no view yet) are not seen here."""
+        out = []
+        for raw in self.context.stores[cfg.kind].all_order_views(cfg.key(self.namespace)).values():
+            view = tr.OrderView.from_json(raw)
+            if view.status in CLOSED_STATUSES or view.symbol not in self.table.by_symbol:
+                continue
+            if (account is not None and view.account != account) or (symbol is not None and view.symbol != symbol) \
+                    or (side is not None and view.side != side):
+                continue
+            out.append(view)
+        return out
+
+    def cancel_commands(self, cfg: SessionConfig, views: list[tr.OrderView], reason: CancelReason, stamp: str
+                        ) -> list[CancelOrder]:
+        """A CancelOrder through the cell for each of ``views``; the command ids derive from
+        (session, ``reason``, order id, ``stamp``): the same stamp again makes the same commands."""
+        key = str(cfg.key(self.namespace))
+        out = []
+        for view in views:
+            pair = self.table.by_symbol[view.symbol].pair_id
+            out.append(CancelOrder(tr.command_id(key, f"{reason}:{view.order_id}", stamp), pair,
+                                   partition_of(pair, self.router.partition_count), view.order_id, key,
+                                   reason=reason))
+        return out
+
+    def cancel_orders(self, cfg: SessionConfig, reason: CancelReason, stamp: str, *, account: str | None = None,
+                      symbol: str | None = None, side: str | None = None) -> list[str]:
+        """Cancel every open order of the session (``open_orders``' filters) through the cells;
+        the cancels' reports reach the session as usual (stored, sent at its next logon) and the
+        drop copies. Returns the order ids whose cancel was published (or held)."""
+        key = cfg.key(self.namespace)
+        done: list[str] = []
+        try:
+            for cancel in self.cancel_commands(cfg, self.open_orders(cfg, account=account, symbol=symbol, side=side),
+                                               reason, stamp):
+                self.held.publish(cancel)
+                done.append(cancel.order_id)
+        except (StoreError, RedisError, AppendFailed) as exc:
+            log.error("%s: %s failed after %d cancels: %s", key, reason, len(done), exc)
+        log.info("%s: %s: %d open orders canceled", key, reason, len(done))
+        return done
 
     # --- inbound: on QuickFIX's thread ------------------------------------------------------
 
     def on_app_message(self, message: Inbound, sid: fix.SessionID, cfg: SessionConfig) -> None:
         msg_type = message.msg_type
-        if cfg.kind != "fsg" or msg_type not in ("D", "F", "G", "H"):
+        if cfg.kind != "fsg" or msg_type not in ("D", "F", "G", "H", "q", "AF"):
             raise fix.UnsupportedMessageType()  # → BusinessMessageReject
         possdup, seq, f = message.possdup, message.seq, message.fields
         key = cfg.key(self.namespace)
@@ -241,7 +267,8 @@ class OrderEntryBehaviour:
             if request.claim is None:
                 return
         else:  # the original order is looked up on the intake thread, after every earlier request
-            request.lookup = {"F": self._cancel_like, "G": self._cancel_like, "H": self._status}[msg_type]
+            request.lookup = {"F": self._cancel_like, "G": self._cancel_like, "H": self._status,
+                              "q": self._mass_cancel, "AF": self._mass_status}[msg_type]
         self.context.intake.submit(request)
 
     def _within_throttle(self, cfg: SessionConfig, key: SessionKey) -> bool:
@@ -254,12 +281,13 @@ class OrderEntryBehaviour:
 
     # --- inbound: on the intake thread (``OrderRequest.prepare``) -----------------------
 
-    def _reply(self, r: OrderRequest, msg_type: str, fields: list[tuple[int, str]]) -> None:
+    def _reply(self, r: OrderRequest, msg_type: str, fields: list[tuple[int, str]],
+               then: Callable[[], None] | None = None) -> None:
         """The gateway's own answer to ``r`` (a refusal, a status), committed with the inbound
         number it covers (``GatewayContext.answer``): after a takeover the successor does not ask
-        the client to send ``r`` again, and answer it twice."""
+        the client to send ``r`` again, and answer it twice. ``then``: once it is sent."""
         self.context.answer(r.sid, SessionMessage(body_text(msg_type, fields), msg_type, inbox_id="", plain=True),
-                            int(r.seq) if r.seq else None)
+                            int(r.seq) if r.seq else None, then)
 
     def _record(self, store: SessionStore, key: SessionKey, clordid: str) -> ClOrdIDRecord | None:
         raw = store.clordid_record(key, clordid)
@@ -352,6 +380,55 @@ class OrderEntryBehaviour:
                                               begin_string=cfg.begin_string, text="unknown-order"))
             return
         self._reply(r, "8", tr.status_report(view, f"S-{r.seq}-{clordid}", cfg.begin_string))
+
+
+    def _mass_cancel(self, r: OrderRequest) -> None:
+        """OrderMassCancelRequest (35=q): every open order of the session, of a symbol (530=1)
+        or all (530=7), of one side if Side (54) is given. Answered by an OrderMassCancelReport
+        (35=r) naming how many orders it covers, then — once that is sent — a cancel through the
+        cell for each, whose reports follow as for any cancel (drop copies included). Sent again
+        (PossDup), the same cancels are the same commands: nothing is canceled twice."""
+        f, cfg = r.fields, r.cfg
+        clordid, kind, symbol, side = f.get(11, ""), f.get(530, ""), f.get(55), f.get(54)
+        problem = tr.mass_cancel_problem(kind, symbol, side, self.table)
+        if problem is not None:
+            self._reply(r, "r", tr.mass_cancel_report(clordid, f"M-{r.seq}-{clordid}", kind, 0, symbol, side,
+                                                       problem))
+            return
+        try:
+            views = self.open_orders(cfg, symbol=symbol if kind == "1" else None, side=side)
+        except StoreError as exc:
+            self._reply(r, "r", tr.mass_cancel_report(clordid, f"M-{r.seq}-{clordid}", kind, 0, symbol, side,
+                                                       ("99", f"store-unavailable: {exc}")))
+            return
+        cancels = self.cancel_commands(cfg, views, "mass-cancel", clordid)
+
+        def publish() -> None:
+            for cancel in cancels:
+                self.held.publish(cancel)
+            log.info("%s: mass cancel %s: %d orders", r.key, clordid, len(cancels))
+
+        self._reply(r, "r", tr.mass_cancel_report(clordid, f"M-{r.seq}-{clordid}", kind, len(cancels), symbol,
+                                                   side), then=publish)
+
+    def _mass_status(self, r: OrderRequest) -> None:
+        """OrderMassStatusRequest (35=AF): a status ExecutionReport per open order of the session
+        (585=7), of a symbol (585=1), of one side if Side (54) is given, each carrying
+        MassStatusReqID (584), TotNumReports (911) and LastRptRequested (912=Y on the last); with
+        no open order, one report with TotNumReports 0."""
+        f, cfg = r.fields, r.cfg
+        request_id, kind, symbol, side = f.get(584, ""), f.get(585, ""), f.get(55), f.get(54)
+        problem = tr.mass_status_problem(kind, symbol, side, self.table)
+        if problem is not None:
+            self._reply(r, "j", [(372, "AF"), (379, request_id), (380, "0"), (58, problem)])
+            return
+        try:
+            views = self.open_orders(cfg, symbol=symbol if kind == "1" else None, side=side)
+        except StoreError as exc:
+            self._reply(r, "j", [(372, "AF"), (379, request_id), (380, "0"), (58, f"store-unavailable: {exc}")])
+            return
+        for fields in tr.mass_status_reports(views, request_id, f"S-{r.seq}", symbol, side, cfg.begin_string):
+            self._reply(r, "8", fields)
 
 
 @dataclass

@@ -524,3 +524,62 @@ def _refused_command(event: Event, p: CommandRefused, known: OrderView | None, b
 def status_report(view: OrderView, exec_id: str, begin_string: str) -> list[tuple[int, str]]:
     """ExecutionReport ExecType=I (Order Status) from the gateway's view."""
     return report(view, exec_id=exec_id, kind="status", status=view.status, begin_string=begin_string)
+
+
+# --- mass requests (OrderMassCancelRequest 35=q, OrderMassStatusRequest 35=AF) ------------------
+
+MASS_SCOPES = {"1": "by symbol", "7": "all orders"}  # MassCancelRequestType (530), MassStatusReqType (585)
+MASS_SIDES = {"1", "2"}
+
+
+def _mass_scope_problem(tag: int, kind: str, symbol: str | None, side: str | None,
+                        table: InstrumentTable) -> tuple[str, str] | None:
+    """(reason code for 532, text) of a mass request this gateway does not carry out, or None."""
+    if kind not in MASS_SCOPES:
+        return "0", f"{tag}={kind or '(missing)'} not supported: 1 (by symbol) and 7 (all orders) are"
+    if kind == "1" and (symbol is None or symbol not in table.by_symbol):
+        return "1", f"unknown-symbol: {symbol!r} is not an instrument of this venue"
+    if side is not None and side not in MASS_SIDES:
+        return "99", f"Side (54) {side!r} not supported: 1 (buy) and 2 (sell) are"
+    return None
+
+
+def mass_cancel_problem(kind: str, symbol: str | None, side: str | None,
+                        table: InstrumentTable) -> tuple[str, str] | None:
+    return _mass_scope_problem(530, kind, symbol, side, table)
+
+
+def mass_status_problem(kind: str, symbol: str | None, side: str | None, table: InstrumentTable) -> str | None:
+    problem = _mass_scope_problem(585, kind, symbol, side, table)
+    return problem[1] if problem is not None else None
+
+
+def mass_cancel_report(cl_ord_id: str, order_id: str, kind: str, affected: int, symbol: str | None,
+                       side: str | None, refused: tuple[str, str] | None = None) -> list[tuple[int, str]]:
+    """OrderMassCancelReport (35=r): accepted (531 = the request's scope, 533 orders to cancel)
+    or refused (531=0, 532 the reason, 58 the text)."""
+    f: list[tuple[int, str]] = [(11, cl_ord_id), (37, order_id), (530, kind or "7")]
+    f.append((531, "0" if refused is not None else kind))
+    if refused is not None:
+        f.append((532, refused[0]))
+    f.append((533, str(affected)))
+    if symbol is not None:
+        f.append((55, symbol))
+    if side is not None:
+        f.append((54, side))
+    if refused is not None:
+        f.append((58, refused[1]))
+    return f
+
+
+def mass_status_reports(views: list[OrderView], request_id: str, exec_prefix: str, symbol: str | None,
+                        side: str | None, begin_string: str) -> list[list[tuple[int, str]]]:
+    """The status ExecutionReports answering an OrderMassStatusRequest: one per view, or one
+    saying there is none (OrderID NONE, TotNumReports 0)."""
+    tail = [(584, request_id), (911, str(len(views)))]
+    if not views:
+        none = OrderView("NONE", "NONE", symbol or "[N/A]", side or "1", "2", "0", "0", None, status="8")
+        return [report(none, exec_id=f"{exec_prefix}-0", kind="status", status="8", begin_string=begin_string,
+                       text="no open orders") + tail + [(912, "Y")]]
+    return [status_report(v, f"{exec_prefix}-{i}", begin_string) + tail + [(912, "Y" if i == len(views) - 1 else "N")]
+            for i, v in enumerate(views)]

@@ -134,7 +134,9 @@ class CancelOrder(msgspec.Struct, frozen=True, tag_field="kind", tag="cancel"):
     order_id: Id
     owner: Text = ""
     client_order_id: Text = ""  # the cancel request's own id, echoed in events
-    reason: Literal["", "cancel-on-disconnect"] = ""  # why, when not the owner's request ('' = requested)
+    # why, when not the owner's own request ('' = requested): the gateway canceled it when its
+    # session went away, for the owner's OrderMassCancelRequest, or for an operator
+    reason: Literal["", "cancel-on-disconnect", "mass-cancel", "operator"] = ""
 
 
 class ReplaceOrder(msgspec.Struct, frozen=True, tag_field="kind", tag="replace"):

@@ -69,6 +69,12 @@ class Reason(StrEnum):
     FOK_UNFILLABLE = "fok-unfillable"
     SELF_TRADE = "self-trade-prevented"
     CANCEL_ON_DISCONNECT = "cancel-on-disconnect"  # the gateway canceled it: its session went away
+    MASS_CANCEL = "mass-cancel"  # the owner's OrderMassCancelRequest
+    OPERATOR = "operator-cancel"  # an operator canceled it (fixgw-admin)
+
+
+CANCEL_REASONS = {"cancel-on-disconnect": Reason.CANCEL_ON_DISCONNECT, "mass-cancel": Reason.MASS_CANCEL,
+                  "operator": Reason.OPERATOR}  # CancelOrder.reason → the order.canceled reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,7 +392,7 @@ class Cell:
             return out
         self.book(c.pair_id).remove(order.order_id)
         out.record(order, None)
-        why = Reason.CANCEL_ON_DISCONNECT if c.reason == "cancel-on-disconnect" else Reason.REQUESTED
+        why = CANCEL_REASONS.get(c.reason, Reason.REQUESTED)
         out.emit(OrderCanceled(*order.cum(), reason=why.value, cancel_client_order_id=c.client_order_id))
         return out
 

@@ -12,15 +12,19 @@ from urllib.parse import parse_qs, urlparse
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+MAX_ADMIN_BODY = 65536
+
 
 class CellHttp:
     """Serves one process's endpoints on a daemon thread. Port 0 picks a free port."""
 
     def __init__(self, port: int, registry: CollectorRegistry, ready: Callable[[], bool],
                  reconcile: Callable[[int], dict[str, Any]] | None = None, host: str = "127.0.0.1",
-                 problems: Callable[[], list[str]] | None = None) -> None:
+                 problems: Callable[[], list[str]] | None = None,
+                 admin: Callable[[str, str, str | None, bytes], tuple[int, dict[str, Any]]] | None = None) -> None:
         """``problems``: why the process is not ready, if it can say (then it decides /ready, and
-        /ready's body lists them for the operator)."""
+        /ready's body lists them for the operator). ``admin``: what answers ``/admin/…`` (method,
+        path, the Authorization header, the body) with a status and a JSON object."""
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -34,8 +38,30 @@ class CellHttp:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def _admin(self, method: str) -> bool:
+                url = urlparse(self.path)
+                if admin is None or not (url.path == "/admin" or url.path.startswith("/admin/")):
+                    return False
+                length = int(self.headers.get("Content-Length") or 0)
+                if length > MAX_ADMIN_BODY:
+                    self._send(413, json.dumps({"error": f"body over {MAX_ADMIN_BODY} bytes"}).encode())
+                    return True
+                body = self.rfile.read(length) if length else b""
+                try:
+                    code, answer = admin(method, url.path, self.headers.get("Authorization"), body)
+                except Exception as exc:  # report, do not kill the server thread
+                    code, answer = 500, {"error": f"{type(exc).__name__}: {exc}"}
+                self._send(code, json.dumps(answer).encode())
+                return True
+
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                if not self._admin("POST"):
+                    self._send(404, json.dumps({"error": "not found"}).encode())
+
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 url = urlparse(self.path)
+                if self._admin("GET"):
+                    return
                 if url.path == "/metrics":
                     self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
                 elif url.path == "/ready":

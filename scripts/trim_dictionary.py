@@ -12,11 +12,27 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 CONFIG = Path(__file__).resolve().parent.parent / "config" / "dictionaries"
-SUPPORTED = {"D", "F", "G", "H", "8", "9", "j"}  # order entry, executions, cancel rejects, business rejects
+# order entry, executions, cancel rejects, business rejects, mass cancel and its report, mass status
+SUPPORTED = {"D", "F", "G", "H", "8", "9", "j", "q", "r", "AF"}
 # Read as text, checked by the gateway: QuickFIX answers a Logon whose HeartBtInt is not an
 # integer with nothing at all (it cannot reject before logon) and keeps the connection, and
 # the session with it; as text it reaches fromAdmin, which refuses it with a Logout and the reason.
 AS_TEXT = {"HeartBtInt"}
+
+
+# Logon's NewPassword (925), which FIXT's Logon has, taken on FIX 4.4's too (a password change
+# at logon: docs/security.md).
+EXTENDED_LOGON = {"FIX44": ["NewPassword"]}
+
+
+def extend_logon(root: ET.Element, fields: list[str]) -> None:
+    messages = root.find("messages")
+    assert messages is not None
+    logon = next(m for m in messages if m.get("msgtype") == "A")
+    have = {f.get("name") for f in logon}
+    for name in fields:
+        if name not in have:
+            ET.SubElement(logon, "field", {"name": name, "required": "N"})
 
 
 def loosen(root: ET.Element) -> None:
@@ -30,6 +46,8 @@ def loosen(root: ET.Element) -> None:
 def trim(source: Path, target: Path, keep_admin: bool = True) -> None:
     tree = ET.parse(source)
     root = tree.getroot()
+    if source.stem in EXTENDED_LOGON:
+        extend_logon(root, EXTENDED_LOGON[source.stem])
     components = {c.get("name"): c for c in root.find("components") or []}
     messages = root.find("messages")
     assert messages is not None

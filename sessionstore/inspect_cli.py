@@ -32,6 +32,7 @@ from sessionstore.codec import (
     fix_framing_problem,
 )
 from sessionstore.keys import CHUNK_SIZE, SessionKey, parse_key
+from sessionstore.reader import audit_entries
 from sessionstore.settings import load_session_store
 
 PROGRESS_EVERY = 1000  # keys between progress lines on stderr
@@ -206,7 +207,26 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--from", dest="from_", type=int, default=1, help="first seqNum (default 1)")
     m.add_argument("--to", type=int, default=None, help="last seqNum (default lastSentSeqNum)")
     m.set_defaults(func=cmd_messages)
+    al = sub.add_parser("admin-log", parents=[after], help="the operators' actions on the sessions (fixgw-admin)")
+    al.add_argument("--namespace", help="the namespace (default: the configuration's, else every one found)")
+    al.add_argument("--count", type=int, default=50, help="how many of the last actions (default 50)")
+    al.set_defaults(func=cmd_admin_log)
     return p
+
+
+def cmd_admin_log(client: RedisClient, args: argparse.Namespace, report: Report) -> Any:
+    """The audit stream of each namespace (``{namespace}/admin-audit``), oldest first."""
+    namespaces = [args.namespace] if args.namespace else sorted({s.namespace for s in discover(client, None)})
+    rows = [dict(entry, namespace=ns) for ns in namespaces for entry in audit_entries(client, ns, args.count)]
+    if args.json:
+        return {"actions": rows}
+    lines = [f"{'when (UTC)':24} {'operator':12} {'action':14} {'session':32} outcome / before → after"]
+    for r in rows:
+        when = iso(int(r["at"]) * 1_000_000) or r["at"]
+        lines.append(f"{when[:23]:24} {r['operator']:12} {r['action']:14} {r['session']:32} {r['outcome']}; "
+                     f"{r['params']} {r['before']} → {r['after']}")
+    lines.append(f"{len(rows)} action(s)")
+    return "\n".join(lines)
 
 
 def session_named(client: RedisClient, text: str, found: dict[SessionKey, set[int]] | None = None) -> SessionKey:

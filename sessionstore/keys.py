@@ -139,9 +139,22 @@ class SessionKey:
         """Numbers committed ahead of sending (group commit): seqNum → the inbox entry it carries."""
         return f"{self.tag}/unsent"
 
+    @property
+    def password(self) -> str:
+        """The session's password hash once its counterparty changed it (Logon NewPassword):
+        it replaces the configured one."""
+        return f"{self.tag}/password"
+
     def clordid(self, clordid: str) -> str:
         """Idempotency window entry for one ClOrdID (seed 002)."""
         return f"{self.tag}/clordid:{clordid}"
+
+
+def admin_audit(namespace: str) -> str:
+    """Every operator action on the namespace's sessions (stream: who, when, what, before, after,
+    and the outcome), written by the gateway that carried it out (``fixgw/admin.py``)."""
+    _check_part("namespace", namespace)
+    return f"{{{namespace}}}/admin-audit"
 
 
 def partition_map(namespace: str) -> str:

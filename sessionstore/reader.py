@@ -12,11 +12,11 @@ import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
-from datastore.connection import RedisClient, hash_of_bytes, is_cluster
+from datastore.connection import RedisClient, hash_of_bytes, is_cluster, text
 
 from . import scripts
 from .codec import SessionState, decode_record, decode_state, encode_seq_field
-from .keys import CHUNK_SIZE, SessionKey, chunk_index
+from .keys import CHUNK_SIZE, SessionKey, admin_audit, chunk_index
 from .store import _translated
 
 T = TypeVar("T")
@@ -96,6 +96,17 @@ class StoreReader:
             return []
         keys = [session.chunk(i) for i in indexes]
         return [d.decode() if isinstance(d, bytes) else str(d) for d in self._read(lambda: self._digests(keys=keys))]
+
+
+def audit_entries(client: RedisClient, namespace: str, count: int = 100) -> list[dict[str, str]]:
+    """The last ``count`` operator actions of the namespace (``fixgw/admin.py``), oldest first."""
+    out = []
+    entries: list[Any] = list(client.xrevrange(admin_audit(namespace), count=count) or [])
+    for entry_id, fields in reversed(entries):
+        row = {text(k): text(v) for k, v in fields.items()}
+        row["id"] = text(entry_id)
+        out.append(row)
+    return out
 
 
 def _as_dict(raw: Any) -> dict[bytes, bytes]:

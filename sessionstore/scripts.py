@@ -237,6 +237,26 @@ end
 return 1
 """
 
+# An operator's next sender number (``fixgw-admin``). KEYS: owner, state. ARGV: epoch, the number
+# (4 bytes). Refused at or below lastSentSeqNum: a number is never sent twice.
+SET_NEXT_SENDER = _FENCE + """
+local last = 0
+local raw = redis.call('HGET', KEYS[2], 'lastSentSeqNum')
+if raw then last = struct.unpack('<I4', raw) end
+local next = struct.unpack('<I4', ARGV[2])
+if next <= last then
+  return redis.error_reply('SEQREUSE next sender number ' .. next .. ' is not above the last one sent, ' .. last)
+end
+redis.call('HSET', KEYS[2], 'senderSeqNum', ARGV[2])
+return last
+"""
+
+# A session's own password hash (Logon NewPassword). KEYS: owner, password key. ARGV: epoch, hash.
+SET_PASSWORD = _FENCE + """
+redis.call('SET', KEYS[2], ARGV[2])
+return 1
+"""
+
 # KEYS: owner, state, unsent marks, every chunk key 0..N. ARGV: epoch, sessionStartTime (8 bytes),
 # highest chunk index the caller covered, next targetSeqNum (4 bytes). Refuses if the state shows more chunks than
 # the caller passed (a message was written meanwhile), so no chunk survives a reset.

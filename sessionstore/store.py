@@ -164,6 +164,8 @@ class SessionStore:
         self._trim = self._script(scripts.TRIM_SESSION)
         self._claim = self._script(scripts.CLAIM_CLORDID)
         self._claim_append = self._script(scripts.CLAIM_AND_APPEND)
+        self._next_sender = self._script(scripts.SET_NEXT_SENDER)
+        self._password = self._script(scripts.SET_PASSWORD)
 
     def _script(self, source: str) -> str:
         sha = hashlib.sha1(source.encode()).hexdigest()
@@ -394,6 +396,20 @@ class SessionStore:
         for name, value in fields.items():
             args += [name, encode_state_field(name, value)]
         self._eval(self._update, [session.owner, session.state], args)
+
+    def set_next_sender_seq_num(self, session: SessionKey, seq_num: int) -> int:
+        """An operator's next sender number: refused (SequenceReuse) unless it is above every
+        number already sent. Returns the last number sent."""
+        return int(self._eval(self._next_sender, [session.owner, session.state],
+                              [self.fence.epoch, encode_state_field("senderSeqNum", seq_num)]))
+
+    def set_password_hash(self, session: SessionKey, password_hash: str) -> None:
+        """The session's new password hash (it replaces the configured one from now on)."""
+        self._eval(self._password, [session.owner, session.password], [self.fence.epoch, password_hash])
+
+    def password_hash(self, session: SessionKey) -> str | None:
+        """The password hash the session's counterparty set, if it changed its password."""
+        return text_or_none(self._io(lambda: self.client.get(session.password)))
 
     def set_next_target_seq_num(self, session: SessionKey, seq_num: int) -> None:
         """The next sequence number expected from the counterparty."""

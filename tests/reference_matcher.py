@@ -40,6 +40,11 @@ class Resting:
     post_only: bool
 
 
+# why an order was canceled, by who asked (CancelOrder.reason); the owner itself: "requested"
+CANCEL_REASONS = {"cancel-on-disconnect": "cancel-on-disconnect", "mass-cancel": "mass-cancel",
+                  "operator": "operator-cancel"}
+
+
 class ReferenceMatcher:
     def __init__(self, instruments: dict[int, Instrument], stp: str = "cancel-taker") -> None:
         self.instruments = instruments
@@ -150,7 +155,7 @@ class ReferenceMatcher:
                 if c.owner and r.owner and c.owner != r.owner:
                     return [("cancel.rejected", c.order_id, "not-owner")]
                 book.remove(r)
-                return [("order.canceled", r.oid, "requested")]
+                return [("order.canceled", r.oid, CANCEL_REASONS.get(c.reason, "requested"))]
         return [("cancel.rejected", c.order_id, "unknown-order")]
 
     def replace(self, c: ReplaceOrder) -> list[tuple]:

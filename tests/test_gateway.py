@@ -132,8 +132,11 @@ def resend_one(port: int, url: str, seq: int) -> bytes:
 
 
 def standby_copy_holds(standby: GatewayProc) -> int:
-    """How many stored messages the standby's /ready says its local copy holds."""
-    problem = http_json(standby.http_port)[1]["problems"][0]
+    """How many stored messages the standby's /ready says its local copy holds (-1: not yet up)."""
+    try:
+        problem = http_json(standby.http_port)[1]["problems"][0]
+    except OSError:
+        return -1
     assert problem.startswith("not active: standing by, local copy holds "), problem
     return int(problem.split("holds ")[1].split(" ")[0])
 
@@ -153,6 +156,7 @@ def test_a_warm_standby_takes_over_and_resends_old_and_recent_messages_byte_for_
     preload = "takeover_preload = 1000"
     active = GatewayProc(tmp_path, valkey.url, name="a", fix_port=port, gateway_lines=preload).start().wait_active()
     standby = GatewayProc(tmp_path, valkey.url, name="b", fix_port=port, gateway_lines=preload).start()
+    standby.wait_http()
     trader = FixClient(tmp_path, port).start()
     try:
         trader.wait_for(lambda: trader.logons == 1 and len(trader.app_messages) >= 3000, "logon and the history")
