@@ -86,13 +86,15 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
                  linger: Linger | None = None, lockout: LogonLockout | None = None,
                  clock_problem: Callable[[], str | None] = lambda: None,
                  held_back: dict[str, int] | None = None,
-                 complete_local_copy: Callable[[SessionConfig], int] = lambda cfg: 0) -> None:
+                 complete_local_copy: Callable[[SessionConfig], int] = lambda cfg: 0,
+                 schedule_problem: Callable[[str], str | None] = lambda text: None) -> None:
         """``clock_problem``: why Logons are refused now (this host's clock disagrees with the
         datastore's: ``datastore/clock.py``), or None. ``held_back``: per session (SessionID
         text), the first number whose entry QuickFIX was given at takeover (``takeover_preload``);
         ``complete_local_copy`` puts the older entries back (``filestore.complete_header``)."""
         super().__init__()
         self._held_back = dict(held_back or {})
+        self.schedule_problem = schedule_problem  # why a session may not log on now (its schedule), or None
         self._password_changed: set[str] = set()  # sessions whose Logon answer says the password changed
         # When each session last received and sent a message (time.time(); the admin API shows them)
         self.last_in: dict[str, float] = {}
@@ -259,7 +261,8 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
                 msg_type = message.getHeader().getField(MSG_TYPE)
                 if msg_type == "A":
                     raw = message.toString()
-                    problem = logon_problem(raw) or self.clock_problem() or self._credentials_problem(sid, raw)
+                    problem = (logon_problem(raw) or self.clock_problem() or self.schedule_problem(sid.toString())
+                               or self._credentials_problem(sid, raw))
                     if problem is not None:
                         self._refuse_logon(sid, problem)
                 elif msg_type == "2" and self._held_back:
@@ -524,6 +527,23 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
             if session is not None and session.isLoggedOn():
                 log.warning("%s: disconnected: %s", self._names[text], reason)
                 self._disconnect(sid)
+
+    def start_new_period(self, sid: fix.SessionID, period_start_ns: int, keep_ms: int) -> bool:
+        """A scheduled session's new period (``fixgw/schedule.py``): the engine logs the session
+        out if it is on and starts its copy again at 1 (its Logout stored in the old period), then
+        Redis starts the period once (``SessionStore.start_period``). False: Redis had it already."""
+        text = sid.toString()
+        cfg, key = self._keys[text]
+        store = self.stores[cfg.kind]
+        with self._send_locks[text]:
+            session = fix.Session.lookupSession(sid)
+            if session is not None:
+                session.reset()  # Logout if on, disconnect, the engine's numbers back to 1
+            with self.intake.resetting(key):
+                started = store.start_period(key, period_start_ns, keep_ms)
+            self._last_sent[key] = self._sent_up_to[key] = 0
+            self._sent_marks.pop(key, None)
+        return started
 
     def kick(self, sid: fix.SessionID, reason: str) -> None:
         """Log the session out with ``reason`` (QuickFIX sends the Logout on its next tick)."""

@@ -20,10 +20,35 @@ from sessionstore.keys import SessionKey
 from sessionstore.settings import SessionStoreSettings, load_session_store
 
 from .credentials import check_hash_format
+from .schedule import Schedule
 
 ROOT = Path(__file__).resolve().parent.parent
 DICTIONARIES = ROOT / "config" / "dictionaries"
 BEGIN_STRINGS = ("FIX.4.2", "FIX.4.4", "FIXT.1.1")
+
+
+class ScheduleSettings(BaseModel):
+    """``[gateway.schedule]`` (every session) or a session's ``schedule``: when a FIX session is
+    open, in QuickFIX's vocabulary (``fixgw/schedule.py``). None: always open, never a new period."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start_time: str = "00:00:00"
+    end_time: str = "00:00:00"
+    start_day: str | None = None
+    end_day: str | None = None
+    time_zone: str = "UTC"
+    # a period's stored messages are kept this many periods after it ended (for audit: read them
+    # with fixgw-inspect), then dropped; 0: dropped when the next period starts
+    keep_periods: int = Field(0, ge=0, le=366)
+
+    @model_validator(mode="after")
+    def _valid(self) -> ScheduleSettings:
+        self.schedule()
+        return self
+
+    def schedule(self) -> Schedule:
+        return Schedule.parse(self.start_time, self.end_time, self.start_day, self.end_day, self.time_zone)
 
 
 class OperatorConfig(BaseModel):
@@ -71,6 +96,7 @@ class SessionConfig(BaseModel):
     # Password(554) matching this scrypt hash (`fixgw passwd` prints one). None = no check.
     username: str | None = None
     password_hash: str | None = None
+    schedule: ScheduleSettings | None = None  # this session's own, instead of [gateway.schedule]
     # Who may log on as this session, checked by the front before the engine sees the Logon:
     # client certificate names (CN or DNS subjectAltName; needs [gateway.tls] client_ca) and
     # source networks ("10.1.2.0/24", "2001:db8::/32", or one address). Empty: not checked.
@@ -286,6 +312,11 @@ class GatewaySettings(BaseModel):
     # Who may use the admin API on http_port (/admin: fixgw-admin); none: every admin request is
     # refused (`fixgw up` makes one, "local", its token in var/admin-token).
     operator: list[OperatorConfig] = Field(default_factory=list)
+    # When every session is open (a session's own `schedule` instead); none: always, never a new period
+    schedule: ScheduleSettings | None = None
+
+    def schedule_of(self, session: SessionConfig) -> ScheduleSettings | None:
+        return session.schedule or self.schedule
 
     @field_validator("cpu_affinity")
     @classmethod
@@ -348,8 +379,9 @@ class GatewaySettings(BaseModel):
             "[DEFAULT]", "ConnectionType=acceptor",
             f"SocketAcceptHost={self.host if engine_port is None else '127.0.0.1'}",
             f"SocketAcceptPort={self.port if engine_port is None else engine_port}",
-            f"FileStorePath={store_path}", "StartTime=00:00:00",
-            "EndTime=00:00:00", "UseDataDictionary=Y", "ValidateUserDefinedFields=Y",
+            # The schedules are the gateway's (fixgw/schedule.py): QuickFIX never ends a session by
+            # the clock, nor resets its copy behind Redis's back.
+            f"FileStorePath={store_path}", "NonStopSession=Y", "UseDataDictionary=Y", "ValidateUserDefinedFields=Y",
             f"CheckLatency={'Y' if self.check_latency else 'N'}", f"MaxLatency={self.max_latency}",
             "PersistMessages=Y", "SocketReuseAddress=Y", "SocketNodelay=Y",
             "",

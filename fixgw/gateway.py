@@ -52,6 +52,7 @@ from .credentials import LogonLockout
 from .filestore import claim_directory, complete_header, fresh_directory, write_session
 from .front import Front, FrontLimits, SessionGate, tls_context
 from .metrics import GatewayMetrics
+from .schedule import Schedule, utc_now
 from .warm_copy import SessionCopy, WarmCopies
 
 log = logging.getLogger("fixgw.gateway")
@@ -94,6 +95,16 @@ class Gateway:
                                           replication_mark=lock.gateway.replication_mark)
                        for kind, lock in self.locks.items()}
         self.reader = StoreReader(self.client)
+        # Scheduled sessions (fixgw/schedule.py), by QuickFIX's SessionID text: (settings, schedule,
+        # how long an ended period's messages are kept, in ms)
+        self.schedules: dict[str, tuple[SessionConfig, Schedule, int]] = {}
+        for cfg in settings.session:
+            plan = settings.schedule_of(cfg)
+            if plan is not None:
+                schedule = plan.schedule()
+                self.schedules[cfg.session_id_text] = (cfg, schedule, int(plan.keep_periods * schedule.length
+                                                                          .total_seconds() * 1000))
+        self._period_starts: dict[str, int | None] = {}  # the stored sessionStartTime, as last seen
         self.copies: WarmCopies | None = None  # made when the process starts (``run``)
         # Sessions whose older entries QuickFIX was not given at takeover: the first number it holds.
         self.held_back: dict[str, int] = {}
@@ -196,9 +207,18 @@ class Gateway:
             store = self.stores[cfg.kind]
             store.stamp_owner(key)
             state = store.load_state(key)
+            scheduled = self.schedules.get(cfg.session_id_text)
+            period = scheduled[1].new_period_due(state.session_start_time, utc_now()) if scheduled else None
+            if period is not None:  # a boundary passed while no gateway was active: the new period, once
+                if store.start_period(key, period.start_ns, scheduled[2] if scheduled else 0):
+                    log.info("%s: a new period of its schedule (%s) started at %s", key, scheduled[1].describe()
+                             if scheduled else "", period.start.isoformat())
+                state = store.load_state(key)
             if state.session_start_time is None:  # a session never stored before starts now
                 store.reset(key, session_start_ns=time.time_ns())
                 state = store.load_state(key)
+            self._period_starts[cfg.session_id_text] = state.session_start_time
+            self.metrics.period_start.labels(str(key)).set((state.session_start_time or 0) / 1e9)
             copy = copies.copies[key]
             copied = copy.finish(self.reader, state, self.settings.takeover_preload)
             if copy.held_back_below:
@@ -233,7 +253,8 @@ class Gateway:
                                               clock_problem=self.clock.problem,
                                               held_back=self.held_back,
                                               complete_local_copy=lambda cfg: complete_header(
-                                                  state_dir / "filestore", cfg.store_prefix))
+                                                  state_dir / "filestore", cfg.store_prefix),
+                                              schedule_problem=self._schedule_problem)
         logs = []
         if self.settings.message_log:
             log_dir = state_dir / "log"
@@ -247,6 +268,8 @@ class Gateway:
         self.front = self._front(engine_port).start()
         self.active.set()
         threading.Thread(target=self._watch_logons, name="logon-watch", daemon=True).start()
+        if self.schedules:
+            threading.Thread(target=self._watch_schedules, name="schedule-watch", daemon=True).start()
         log.info("active: accepting FIX connections on %s:%d", self.settings.host, self.settings.port)
 
     def _front(self, engine_port: int) -> Front:
@@ -282,6 +305,57 @@ class Gateway:
         by the front before any message until the clocks agree."""
         if self.application is not None:
             self.application.disconnect_all(problem)
+
+    def _schedule_problem(self, text: str) -> str | None:
+        """Why the session may not log on now by its schedule, or None (for the Logon check)."""
+        scheduled = self.schedules.get(text)
+        if scheduled is None:
+            return None
+        _, schedule, _ = scheduled
+        now = utc_now()
+        if schedule.period_at(now) is None:
+            return (f"outside the session's schedule ({schedule.describe()}); it opens at "
+                    f"{schedule.next_boundary(now).isoformat(timespec='seconds')}")
+        if schedule.new_period_due(self._period_starts.get(text), now) is not None:
+            return f"a new period of the session is starting ({schedule.describe()}): log on again in a moment"
+        return None
+
+    def _watch_schedules(self, every: float = 0.25) -> None:
+        """Each scheduled session, a few times a second: logged out at the end of its period, and
+        started new (``start_new_period``) at the start of the next one."""
+        while self.active.is_set() and not self.stop_requested.wait(every):
+            for text, (cfg, schedule, keep_ms) in self.schedules.items():
+                try:
+                    self._keep_schedule(text, cfg, schedule, keep_ms)
+                except Exception:  # noqa: BLE001 (a watch must never die quietly; tried again next round)
+                    log.exception("%s: schedule", cfg.key(self.namespace))
+
+    def _keep_schedule(self, text: str, cfg: SessionConfig, schedule: Schedule, keep_ms: int) -> None:
+        app, key = self.application, cfg.key(self.namespace)
+        if app is None:
+            return
+        now = utc_now()
+        self.metrics.next_boundary.labels(str(key)).set(schedule.next_boundary(now).timestamp())
+        sid = fix.SessionID(cfg.begin_string, cfg.sender_comp_id, cfg.target_comp_id)
+        period = schedule.period_at(now)
+        if period is None:
+            session = fix.Session.lookupSession(sid)
+            if session is not None and session.isLoggedOn():
+                app.kick(sid, f"the session's period ended ({schedule.describe()}); it opens again at "
+                              f"{schedule.next_boundary(now).isoformat(timespec='seconds')}")
+            return
+        if schedule.new_period_due(self._period_starts.get(text), now) is None:
+            return
+        started = app.start_new_period(sid, period.start_ns, keep_ms)
+        state = self.stores[cfg.kind].load_state(key)
+        self._period_starts[text] = state.session_start_time
+        self.metrics.period_start.labels(str(key)).set((state.session_start_time or 0) / 1e9)
+        self.metrics.sender_seq.labels(str(key)).set(state.sender_seq_num)
+        self.metrics.target_seq.labels(str(key)).set(state.target_seq_num)
+        if started:
+            log.info("%s: a new period of its schedule (%s) started at %s: numbers 1/1, the previous period's "
+                     "messages %s", key, schedule.describe(), period.start.isoformat(),
+                     f"kept {keep_ms // 1000} s" if keep_ms else "dropped")
 
     def _watch_logons(self) -> None:
         while self.active.is_set() and not self.stop_requested.wait(1.0):

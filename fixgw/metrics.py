@@ -17,6 +17,10 @@ class GatewayMetrics:
         self.sender_seq = Gauge("fixgw_session_next_sender_seq_num", "Next outbound MsgSeqNum", ["session"], registry=r)
         self.target_seq = Gauge("fixgw_session_next_target_seq_num", "Next expected inbound MsgSeqNum", ["session"],
                                 registry=r)
+        self.next_boundary = Gauge("fixgw_session_next_boundary_timestamp_seconds", "When a scheduled session next "
+                                   "opens, closes or starts a new period (Unix time)", ["session"], registry=r)
+        self.period_start = Gauge("fixgw_session_period_start_timestamp_seconds", "When the stored FIX session "
+                                  "began (sessionStartTime, Unix time)", ["session"], registry=r)
         self.messages_in = Counter("fixgw_messages_in", "Messages received", ["session", "msg_type"], registry=r)
         self.messages_out = Counter("fixgw_messages_out", "Messages sent (resends included)", ["session", "msg_type"],
                                     registry=r)

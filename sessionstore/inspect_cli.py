@@ -89,7 +89,7 @@ def _state_or_problem(client: RedisClient, session: SessionKey, report: Report) 
 
 def cmd_sessions(client: RedisClient, args: argparse.Namespace, report: Report) -> Any:
     sessions = discover(client, args.namespace)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for session in sorted(sessions, key=str):
         _, state = _state_or_problem(client, session, report)
         pipe = client.pipeline(transaction=False)
@@ -103,13 +103,16 @@ def cmd_sessions(client: RedisClient, args: argparse.Namespace, report: Report) 
             "lastSentSeqNum": state.last_sent_seq_num if state else None,
             "messages": count,
             "sessionStartTime": iso(state.session_start_time) if state else None,
+            "keptPeriods": [iso(start) or str(start) for start in kept_periods(client, session)],
         })
     if args.json:
         return {"sessions": rows, "problems": report.problems}
-    header = f"{'session':40} {'sender':>7} {'target':>7} {'lastSent':>8} {'stored':>7}  sessionStartTime"
+    header = (f"{'session':40} {'sender':>7} {'target':>7} {'lastSent':>8} {'stored':>7}  period began "
+              "(sessionStartTime); ended periods kept")
     lines = [header] + [
         f"{r['session']:40} {_n(r['senderSeqNum']):>7} {_n(r['targetSeqNum']):>7} {_n(r['lastSentSeqNum']):>8}"
-        f" {r['messages']:>7}  {r['sessionStartTime'] or 'unset'}" for r in rows]
+        f" {r['messages']:>7}  {r['sessionStartTime'] or 'unset'}"
+        f"{'; kept: ' + ', '.join(map(str, r['keptPeriods'])) if r['keptPeriods'] else ''}" for r in rows]
     lines.append(f"{len(rows)} session(s)")
     return "\n".join(lines)
 
@@ -255,6 +258,16 @@ def discover(client: RedisClient, namespace: str | None) -> dict[SessionKey, set
         if suffix.startswith("store/") and suffix[6:].isdigit():
             chunks.add(int(suffix[6:]))
     return sessions
+
+
+def kept_periods(client: RedisClient, session: SessionKey) -> list[int]:
+    """The starts (ns) of the ended periods whose messages are kept (``keep_periods``)."""
+    starts = set()
+    for key in client.scan_iter(match=session.tag.replace("[", "\\[") + "/period/*", count=1000):
+        parts = (key.decode() if isinstance(key, bytes) else key).split("/period/", 1)[1].split("/")
+        if parts[0].isdigit():
+            starts.add(int(parts[0]))
+    return sorted(starts)
 
 
 def ranges(numbers: list[int]) -> str:

@@ -109,6 +109,10 @@ class SessionKey:
     def chunk(self, index: int) -> str:
         return f"{self.tag}/store/{index}"
 
+    def archived_chunk(self, period_start_ns: int, index: int) -> str:
+        """A chunk of an ended period, kept for audit (``keep_periods``) until it expires."""
+        return f"{self.tag}/period/{period_start_ns}/store/{index}"
+
     def chunk_of(self, seq_num: int) -> str:
         return self.chunk(chunk_index(seq_num))
 

@@ -278,6 +278,46 @@ if conn then redis.call('HSET', KEYS[2], 'connectionStartTime', conn) end
 return #KEYS - 3
 """
 
+# A new period of a scheduled session (``fixgw/schedule.py``), once however often it is asked:
+# the period is known by its start, stored as sessionStartTime. KEYS: owner, state, unsent marks,
+# then per chunk 0..N its key and its archive key. ARGV: epoch, the period's start (8 bytes), the
+# sessionStartTime the caller read ('' = none), the highest chunk index covered, keep ms (0: the
+# chunks are dropped; else renamed to their archive keys, which expire then). Returns 0 when the
+# session is this period's already (a second try, a takeover's), else the chunks dropped or kept.
+RESET_PERIOD = _FENCE + """
+local stored = redis.call('HGET', KEYS[2], 'sessionStartTime') or ''
+if stored == ARGV[2] then return 0 end
+if stored ~= ARGV[3] then return redis.error_reply('RETRY the session changed during the reset') end
+local last = 0
+local raw = redis.call('HGET', KEYS[2], 'lastSentSeqNum')
+if raw then last = struct.unpack('<I4', raw) end
+local sender = redis.call('HGET', KEYS[2], 'senderSeqNum')
+if sender then last = math.max(last, struct.unpack('<I4', sender) - 1) end
+if math.floor(last / """ + str(CHUNK_SIZE) + """) > tonumber(ARGV[4]) then
+  return redis.error_reply('RETRY chunks changed during reset')
+end
+local keep = tonumber(ARGV[5])
+local moved = 0
+for i = 4, #KEYS, 2 do
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    if keep > 0 then
+      redis.call('RENAME', KEYS[i], KEYS[i + 1])
+      redis.call('PEXPIRE', KEYS[i + 1], keep)
+    else
+      redis.call('DEL', KEYS[i])
+    end
+    moved = moved + 1
+  end
+end
+redis.call('DEL', KEYS[3])
+local conn = redis.call('HGET', KEYS[2], 'connectionStartTime')
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[2], 'senderSeqNum', struct.pack('<I4', 1), 'targetSeqNum', struct.pack('<I4', 1),
+           'lastSentSeqNum', struct.pack('<I4', 0), 'sessionStartTime', ARGV[2])
+if conn then redis.call('HSET', KEYS[2], 'connectionStartTime', conn) end
+return moved + 1
+"""
+
 # KEYS: owner, unsent. ARGV: epoch. A holder stamps the sessions it will write; an older
 # epoch can never overwrite a newer one. A new holder treats every stored number as sent, so
 # the unsent marks of its predecessor go.

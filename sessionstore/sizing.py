@@ -32,6 +32,16 @@ CLOSED_VIEW_BYTES = 490  # a closed order's view (hash field, ~395) and its clos
 CLORDID_RECORD_BYTES = 740  # a ClOrdID's idempotency record (key, command and view JSON)
 
 
+# A scheduled session's period, in days (fixgw/schedule.py): what its store holds before the next
+# period starts new, the flow of every day of it counted (a weekly one's weekend included).
+PERIOD_DAYS = {"daily": 1, "weekly": 7}
+
+
+def days_kept(schedule: str, keep_periods: int = 0) -> int:
+    """X for a schedule: its period's days, and as many again for each ended period kept."""
+    return PERIOD_DAYS[schedule] * (1 + keep_periods)
+
+
 def bytes_per_message(message_size: int) -> int:
     return message_size + RECORD_HEADER_SIZE + REDIS_FIELD_OVERHEAD
 
@@ -163,6 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--orders-per-day", type=int, metavar="N", help="n: orders per day")
     p.add_argument("--messages-per-order", type=int, metavar="M", help="m: FIX messages per order (1–16 typical)")
     p.add_argument("--days", type=int, metavar="X", help="X: days kept before the session resets (1 daily, 7 weekly)")
+    p.add_argument("--schedule", choices=sorted(PERIOD_DAYS), help="instead of --days: the sessions' schedule "
+                   "([gateway.schedule]): X is its period's days, times 1 + --keep-periods")
+    p.add_argument("--keep-periods", type=int, default=0, metavar="K",
+                   help="with --schedule: ended periods kept for audit (keep_periods, default 0)")
     p.add_argument("--gateways", type=int, metavar="G", help="G: gateways storing the same flow (2 = fsg + drop copy)")
     p.add_argument("--message-size", type=int, default=SEED_MESSAGE_SIZE, metavar="BYTES",
                    help="average FIX message size (default 750 → 800 bytes stored)")
@@ -198,6 +212,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  INFO used_memory:  {m.used_memory_bytes_per_message:8.1f} bytes/message")
             print(f"  formula:           {m.formula_bytes_per_message:8d} bytes/message ({diff:+.1f}% measured vs formula)")
         return 0
+    if args.schedule is not None:
+        if args.days is not None:
+            parser.error("--schedule or --days, not both")
+        if args.keep_periods < 0:
+            parser.error("--keep-periods must be 0 or more")
+        args.days = days_kept(args.schedule, args.keep_periods)
     missing = [f"--{n}" for n in ("orders-per-day", "messages-per-order", "days", "gateways")
                if getattr(args, n.replace("-", "_")) is None]
     if missing:

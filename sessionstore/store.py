@@ -165,6 +165,7 @@ class SessionStore:
         self._claim = self._script(scripts.CLAIM_CLORDID)
         self._claim_append = self._script(scripts.CLAIM_AND_APPEND)
         self._next_sender = self._script(scripts.SET_NEXT_SENDER)
+        self._reset_period = self._script(scripts.RESET_PERIOD)
         self._password = self._script(scripts.SET_PASSWORD)
 
     def _script(self, source: str) -> str:
@@ -447,6 +448,31 @@ class SessionStore:
                 if not str(exc).startswith("RETRY"):
                     raise
         raise StoreError(f"{session}: reset kept racing with writes; is another writer active?")
+
+    def start_period(self, session: SessionKey, period_start_ns: int, keep_ms: int = 0) -> bool:
+        """A scheduled session's new period, exactly once: numbers back to 1, sessionStartTime the
+        period's start, the previous period's chunks dropped (or kept ``keep_ms`` under their
+        archive keys). Nothing is done (False) when the stored session began at or after the
+        period's start: this period's already, or reset by a Logon within it."""
+        start = encode_state_field("sessionStartTime", period_start_ns)
+        for _ in range(5):
+            state = self.load_state(session)
+            if state.session_start_time is not None and state.session_start_time >= period_start_ns:
+                return False
+            stored = b"" if state.session_start_time is None else \
+                encode_state_field("sessionStartTime", state.session_start_time)
+            top = max(state.last_sent_seq_num, state.sender_seq_num - 1)
+            last_chunk = chunk_index(top)
+            keys: list[str] = [session.owner, session.state, session.unsent]
+            for i in range(last_chunk + 1):
+                keys += [session.chunk(i), session.archived_chunk(state.session_start_time or 0, i)]
+            try:
+                return int(self._eval(self._reset_period, keys, [self.fence.epoch, start, stored, last_chunk,
+                                                                 keep_ms])) > 0
+            except StoreError as exc:
+                if not str(exc).startswith("RETRY"):
+                    raise
+        raise StoreError(f"{session}: new period kept racing with writes; is another writer active?")
 
     # --- reads ------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from pydantic import AliasChoices, BaseModel
 
 from datastore.settings import PoolSettings
 from fixgw.cli import EMBEDDED_SETTINGS
-from fixgw.config import GatewaySettings, MatchingLink, OperatorConfig, SessionConfig, TlsSettings
+from fixgw.config import GatewaySettings, MatchingLink, OperatorConfig, ScheduleSettings, SessionConfig, TlsSettings
 from matching.config import CellSettings
 from sessionstore.settings import SessionStoreSettings
 from tests.gateway_helpers import ROOT
@@ -63,10 +63,10 @@ def names_of(model: type[BaseModel]) -> dict[str, set[str]]:
 def test_every_setting_is_described_in_the_configuration_reference() -> None:
     doc = (ROOT / "docs" / "configuration.md").read_text()
     tables = {"pool": "[session_store.pool]", "partition": "[[matching.partition]]", "tls": "[gateway.tls]",
-              "session": "[[gateway.session]]", "operator": "[[gateway.operator]]"}
+              "session": "[[gateway.session]]", "operator": "[[gateway.operator]]", "schedule": "[gateway.schedule]"}
     missing = []
     for model in (PoolSettings, SessionStoreSettings, SessionConfig, MatchingLink, TlsSettings, GatewaySettings,
-                  CellSettings, OperatorConfig):
+                  CellSettings, OperatorConfig, ScheduleSettings):
         for field, names in names_of(model).items():
             if field in tables and tables[field] in doc:
                 continue
