@@ -7,12 +7,19 @@ STAMP := $(VENV)/.installed
 .PHONY: run test lint unit faults bench clean debian-tools
 
 # The kernel fault tests (tests/test_network_faults.py) inject partitions and packet loss with
-# nftables inside network namespaces of their own: Debian's nftables package, installed here
-# when missing and we are root (CI is); elsewhere those tests say what they lack.
+# nftables inside network namespaces of their own, and tests/test_deploy.py checks the alert
+# rules with promtool: Debian's nftables and prometheus packages, installed here when missing
+# and we are root (CI is); elsewhere those tests say what they lack.
 debian-tools:
 	@if ! command -v nft >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get install -y -q nftables >/dev/null 2>&1 || \
 		(apt-get update -q >/dev/null && apt-get install -y -q nftables >/dev/null); fi
+	@if ! command -v promtool >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1 || \
+		(apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends prometheus >/dev/null); fi
+	@if ! command -v systemd-analyze >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get install -y -q --no-install-recommends systemd >/dev/null 2>&1 || \
+		(apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends systemd >/dev/null); fi
 
 $(STAMP): pyproject.toml
 	$(MAKE) debian-tools

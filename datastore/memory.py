@@ -34,8 +34,10 @@ class MemoryWatch:
     datastore is watched elsewhere)."""
 
     def __init__(self, info: Callable[[], dict[str, Any]], high_water: float, period_s: float = 1.0,
-                 on_ratio: Callable[[float], None] | None = None) -> None:
+                 on_ratio: Callable[[float], None] | None = None,
+                 on_info: Callable[[dict[str, Any]], None] | None = None) -> None:
         self._info = info
+        self._on_info = on_info  # each INFO read, for gauges
         self.high_water = high_water
         self.period_s = period_s
         self._on_ratio = on_ratio
@@ -56,6 +58,8 @@ class MemoryWatch:
             log.warning("%s", problem or "datastore memory below its high-water mark again: new orders accepted")
         self._problem = problem
         limit = int(info.get("maxmemory", 0) or 0)
+        if self._on_info is not None:
+            self._on_info(info)
         if self._on_ratio is not None:
             self._on_ratio(int(info.get("used_memory", 0) or 0) / limit if limit else 0.0)
 

@@ -138,6 +138,9 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         self.stopping = threading.Event()
         self._restores: list[threading.Thread] = []  # restores of a local copy after a refused Logon
         self._faults_injected: set[str] = set()
+        for _, key in self._keys.values():  # (0 from the start: an alert can tell "down" from "never seen")
+            metrics.logged_on.labels(str(key)).set(0)
+            metrics.in_schedule.labels(str(key)).set(1)  # (a schedule's watch says otherwise)
 
     # --- lookups ----------------------------------------------------------------------
 
@@ -176,6 +179,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
                 self._logged_on_once = True
                 self._injected_fault("onLogon")
                 cfg, key, store = self._session(sid)
+                self.metrics.logged_on.labels(str(key)).set(1)
                 try:
                     store.record_connection_start(key)
                 except StoreError as exc:
@@ -190,6 +194,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
             try:
                 self._injected_fault("onLogout")
                 cfg, key, store = self._session(sid)
+                self.metrics.logged_on.labels(str(key)).set(0)
                 log.info("%s logged out", key)
                 if cfg.reset_on_logout or cfg.reset_on_disconnect:
                     self._reset(key, store, next_target=1)  # QuickFIX has reset its own store

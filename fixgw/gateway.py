@@ -83,9 +83,11 @@ class Gateway:
         self.availability = Availability("session store", store_settings.failoverWait,
                                          (StoreUnavailable, NotReplicated))
         self.metrics.watch_availability(self.availability)
-        self.memory = MemoryWatch(lambda: self.client.info("memory"),
+        # INFO's memory, persistence and replication sections: the memory watch and the datastore's gauges
+        self.memory = MemoryWatch(lambda: {**self.client.info("memory"), **self.client.info("persistence"),
+                                           **self.client.info("replication")},
                                   0.0 if is_cluster(self.client) else store_settings.memoryHighWater,
-                                  on_ratio=self.metrics.datastore_memory.set)
+                                  on_ratio=self.metrics.datastore_memory.set, on_info=self.metrics.datastore_info)
         self.clock = ClockWatch(lambda: self.client.time(), 0.0 if is_cluster(self.client) else settings.max_clock_skew,
                                 on_skew=self._clock_stepped, on_reading=self.metrics.clock_skew.set)
         self.stores = {kind: SessionStore(self.client, lock, on_write=self.metrics.store_write.observe,
@@ -338,6 +340,7 @@ class Gateway:
         self.metrics.next_boundary.labels(str(key)).set(schedule.next_boundary(now).timestamp())
         sid = fix.SessionID(cfg.begin_string, cfg.sender_comp_id, cfg.target_comp_id)
         period = schedule.period_at(now)
+        self.metrics.in_schedule.labels(str(key)).set(0 if period is None else 1)
         if period is None:
             session = fix.Session.lookupSession(sid)
             if session is not None and session.isLoggedOn():
@@ -359,6 +362,7 @@ class Gateway:
 
     def _watch_logons(self) -> None:
         while self.active.is_set() and not self.stop_requested.wait(1.0):
+            self.metrics.ready.set(1 if self.ready else 0)
             if self.application is not None:
                 try:
                     self.application.drop_silent_connections(self.settings.logon_timeout)

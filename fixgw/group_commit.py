@@ -66,6 +66,7 @@ class GroupCommit:
     _in_flight: dict[int, tuple[str, SessionMessage]]
     _scratch: threading.local
     _delivery_failed: set[str]
+    metrics: Any  # GatewayMetrics
 
     def _session_of(self, sid: fix.SessionID) -> tuple[str, SessionConfig, SessionKey, SessionStore]:
         raise NotImplementedError
@@ -158,6 +159,7 @@ class GroupCommit:
             return False
         self._sent_marks.pop(o.key, None)
         self._last_sent[o.key] = max(self._last_sent.get(o.key, 0), o.pending[-1].seq)
+        self.metrics.batch_messages.observe(len(o.pending))
         return True
 
     def _commit_alone(self, o: _Outgoing) -> None:

@@ -17,6 +17,24 @@ class GatewayMetrics:
         self.sender_seq = Gauge("fixgw_session_next_sender_seq_num", "Next outbound MsgSeqNum", ["session"], registry=r)
         self.target_seq = Gauge("fixgw_session_next_target_seq_num", "Next expected inbound MsgSeqNum", ["session"],
                                 registry=r)
+        self.logged_on = Gauge("fixgw_session_logged_on", "1 while the session is logged on", ["session"], registry=r)
+        self.in_schedule = Gauge("fixgw_session_in_schedule", "1 while the session's schedule has it open (always, "
+                                 "without a schedule)", ["session"], registry=r)
+        self.ready = Gauge("fixgw_ready", "1 while /ready answers 200 (the active gateway serving, nothing stalled)",
+                           registry=r)
+        self.batch_messages = Histogram("fixgw_group_commit_batch_messages", "Messages of one session committed "
+                                        "together (group commit)", buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+                                        registry=r)
+        self.datastore_used = Gauge("fixgw_datastore_used_memory_bytes", "The session store's used memory (INFO)",
+                                    registry=r)
+        self.datastore_max = Gauge("fixgw_datastore_maxmemory_bytes", "The session store's maxmemory (0: none)",
+                                   registry=r)
+        self.datastore_rewrite = Gauge("fixgw_datastore_aof_rewrite_in_progress", "1 while the session store "
+                                       "rewrites its AOF", registry=r)
+        self.datastore_replicas = Gauge("fixgw_datastore_connected_replicas", "Replicas connected to the session "
+                                        "store's primary", registry=r)
+        self.datastore_lag = Gauge("fixgw_datastore_replica_lag_bytes", "How far the slowest replica is behind "
+                                   "the session store's primary (replication offsets)", registry=r)
         self.next_boundary = Gauge("fixgw_session_next_boundary_timestamp_seconds", "When a scheduled session next "
                                    "opens, closes or starts a new period (Unix time)", ["session"], registry=r)
         self.period_start = Gauge("fixgw_session_period_start_timestamp_seconds", "When the stored FIX session "
@@ -69,6 +87,16 @@ class GatewayMetrics:
     def watch_front(self, counters: FrontCounters) -> None:
         Gauge("fixgw_front_pending_logons", "Connections the front holds that have not logged on yet",
               registry=self.registry).set_function(lambda: counters.pending)
+
+    def datastore_info(self, info: dict[str, Any]) -> None:
+        """Gauges from one INFO of the session store (``datastore.memory.MemoryWatch``)."""
+        self.datastore_used.set(int(info.get("used_memory", 0) or 0))
+        self.datastore_max.set(int(info.get("maxmemory", 0) or 0))
+        self.datastore_rewrite.set(int(info.get("aof_rewrite_in_progress", 0) or 0))
+        replicas = [v for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)]
+        self.datastore_replicas.set(len(replicas))
+        primary = int(info.get("master_repl_offset", 0) or 0)
+        self.datastore_lag.set(max((primary - int(r.get("offset", 0)) for r in replicas), default=0))
 
     def watch_availability(self, availability: Availability) -> None:
         """The session store's availability as gauges read at scrape time (``datastore.availability``)."""

@@ -201,6 +201,7 @@ class Conductor(PipelinedCommits):
             raise BootRefused("direct inbox delivery needs the Redis streams transport, memory durability "
                               "and a standalone or Sentinel datastore (MATCHING_INBOX_DELIVERY=outbox otherwise)")
         self.inboxes = inboxes
+        self._backlog_due = 0.0  # when the commands backlog is measured next (``_measure_backlog``)
         self._relayed_first = inboxes is None  # direct: the event stream found empty since the lease was taken
         self._next_drain_log = 0.0
 
@@ -226,6 +227,7 @@ class Conductor(PipelinedCommits):
             self.metrics.lease_owned.set(0)
             return False
         self.metrics.lease_owned.set(1)
+        self.metrics.lease_taken.inc()
         log.info("partition %d: conductor lease taken by %s", self.partition, self.token)
         self.cell = None
         # Whoever takes the lease — even one that held it before — first processes every
@@ -393,15 +395,32 @@ class Conductor(PipelinedCommits):
                 log.warning("partition %d: last batch not committed or acknowledged: %s", self.partition, exc)
         self.release()
 
+    def _measure_backlog(self) -> None:
+        """The consumer group's lag on the commands stream (Redis 7's XINFO GROUPS), once a second."""
+        now = time.monotonic()
+        if now < self._backlog_due or self.source is not None:
+            return
+        self._backlog_due = now + 1.0
+        try:
+            for group in self.client.xinfo_groups(self.keys.commands):
+                if group.get("name") in (GROUP, GROUP.encode()) and group.get("lag") is not None:
+                    self.metrics.backlog.set(int(group["lag"]))
+        except RedisError:
+            pass  # (the loop reports the datastore's trouble)
+
     def _loop(self, stop: threading.Event, block_ms: int) -> None:
         while not stop.is_set():
             self.heartbeat = time.monotonic()
+            if self.has_lease:
+                self._measure_backlog()
             try:
                 handled = self.step(block_ms)
                 if not handled and not self.has_lease:
                     stop.wait(1.0)
                 self.linger.after(handled)
             except (RedisError, DurabilityFailed, LeaseLost) as exc:
+                if isinstance(exc, DurabilityFailed):
+                    self.metrics.durability_failures.inc()
                 log.error("partition %d: %s: %s; batch not confirmed (pending unless its commit landed), mirror will be rebuilt",
                           self.partition, type(exc).__name__, exc)
                 self.cell = None
@@ -437,7 +456,10 @@ class Conductor(PipelinedCommits):
             raise
         self._failing = (None, 0)
         if entries:
-            self.metrics.last_duration.set((time.perf_counter() - started) / len(entries))
+            took = time.perf_counter() - started
+            self.metrics.last_duration.set(took / len(entries))
+            self.metrics.batch_commands.observe(len(entries))
+            self.metrics.batch_seconds.observe(took)
 
     def _suspect(self, entries: list[tuple[bytes, dict[bytes, bytes] | None]], exc: Exception) -> None:
         """An unexplained failure: retry one entry at a time; an entry that fails alone

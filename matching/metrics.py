@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
 class ConductorMetrics:
@@ -27,6 +27,18 @@ class ConductorMetrics:
                                    "time / batch size)", ["partition"], registry=r).labels(p)
         self.lease_owned = Gauge("matching_conductor_lease_owned", "1 while this conductor holds the lease",
                                  ["partition"], registry=r).labels(p)
+        self.lease_taken = Counter("matching_conductor_lease_taken", "Times this conductor took the lease (a "
+                                   "flapping lease counts up on both)", ["partition"], registry=r).labels(p)
+        self.batch_commands = Histogram("matching_batch_commands", "Commands per batch processed",
+                                        ["partition"], buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
+                                        registry=r).labels(p)
+        self.batch_seconds = Histogram("matching_batch_seconds", "Time to process and commit a batch",
+                                       ["partition"], buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
+                                                               0.25, 0.5, 1.0, 2.5), registry=r).labels(p)
+        self.durability_failures = Counter("matching_durability_failures", "Batches not committed: WAITAOF (or "
+                                           "WAIT) did not confirm them in time", ["partition"], registry=r).labels(p)
+        self.backlog = Gauge("matching_commands_backlog", "Commands in the partition's stream not yet read by its "
+                             "conductor (the consumer group's lag)", ["partition"], registry=r).labels(p)
         self.partition = p
         self._children: dict[tuple[str, ...], Any] = {}  # labels() costs more than inc(): once per label set
 
