@@ -210,7 +210,10 @@ class PipelinedCommits:
             raise
         self._next_batch = following
         self._failing = (None, 0)
-        self.metrics.last_duration.set((time.perf_counter() - started) / len(batch.entries))
+        took = time.perf_counter() - started
+        self.metrics.last_duration.set(took / len(batch.entries))
+        self.metrics.batch_commands.observe(len(batch.entries))
+        self.metrics.batch_seconds.observe(took)
         return len(batch.entries)
 
     def _stage(self, entries: list[tuple[bytes, dict[bytes, bytes] | None]],

@@ -141,8 +141,9 @@ def test_every_metric_a_rule_or_a_panel_names_is_exported_and_every_one_exported
                               capture_output=True, text=True, timeout=120, env=env)
         assert demo.returncode == 0, demo.stdout + demo.stderr
         time.sleep(1.5)  # (the gateway's datastore gauges are read every second)
-        urls = [f"http://127.0.0.1:{hport}/metrics"] + re.findall(r"(http://127\.0\.0\.1:\d+/metrics)",
-                                                                   log.read_text())
+        cells = re.compile(r"(http://127\.0\.0\.1:\d+/metrics)")
+        wait_until(lambda: len(cells.findall(log.read_text())) >= 4, "the cells' /metrics lines", 30)
+        urls = [f"http://127.0.0.1:{hport}/metrics"] + cells.findall(log.read_text())
         assert len(urls) == 5, urls  # the gateway, a conductor and an outbox for each of 2 partitions
         families: set[str] = set()
         samples: set[str] = set()
