@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, GCCollector, Histogram
 
 from datastore.availability import Availability
 
@@ -14,6 +14,7 @@ from .front import FrontCounters
 class GatewayMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = self.registry = registry or CollectorRegistry()
+        GCCollector(registry=r)  # python_gc_*: the collector's passes, which pause every thread of the process
         self.sender_seq = Gauge("fixgw_session_next_sender_seq_num", "Next outbound MsgSeqNum", ["session"], registry=r)
         self.target_seq = Gauge("fixgw_session_next_target_seq_num", "Next expected inbound MsgSeqNum", ["session"],
                                 registry=r)

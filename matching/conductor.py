@@ -76,7 +76,7 @@ from .errors import BootRefused, DurabilityFailed, LeaseLost, PoisonCommand, Sim
 from .instruments import Instrument
 from .keys import PartitionKeys
 from .linger import Linger
-from .metrics import ConductorMetrics
+from .metrics import BacklogProbe, ConductorMetrics
 from .outbox import GROUP as OUTBOX_GROUP
 from .pipeline import CONSUMER, GROUP, Batch, PipelinedCommits
 from .storage import (
@@ -201,7 +201,7 @@ class Conductor(PipelinedCommits):
             raise BootRefused("direct inbox delivery needs the Redis streams transport, memory durability "
                               "and a standalone or Sentinel datastore (MATCHING_INBOX_DELIVERY=outbox otherwise)")
         self.inboxes = inboxes
-        self._backlog_due = 0.0  # when the commands backlog is measured next (``_measure_backlog``)
+        self._backlog = BacklogProbe(client, self.keys.commands, GROUP, self.metrics.backlog)
         self._relayed_first = inboxes is None  # direct: the event stream found empty since the lease was taken
         self._next_drain_log = 0.0
 
@@ -395,24 +395,11 @@ class Conductor(PipelinedCommits):
                 log.warning("partition %d: last batch not committed or acknowledged: %s", self.partition, exc)
         self.release()
 
-    def _measure_backlog(self) -> None:
-        """The consumer group's lag on the commands stream (Redis 7's XINFO GROUPS), once a second."""
-        now = time.monotonic()
-        if now < self._backlog_due or self.source is not None:
-            return
-        self._backlog_due = now + 1.0
-        try:
-            for group in self.client.xinfo_groups(self.keys.commands):
-                if group.get("name") in (GROUP, GROUP.encode()) and group.get("lag") is not None:
-                    self.metrics.backlog.set(int(group["lag"]))
-        except RedisError:
-            pass  # (the loop reports the datastore's trouble)
-
     def _loop(self, stop: threading.Event, block_ms: int) -> None:
         while not stop.is_set():
             self.heartbeat = time.monotonic()
-            if self.has_lease:
-                self._measure_backlog()
+            if self.has_lease and self.source is None:
+                self._backlog.measure()
             try:
                 handled = self.step(block_ms)
                 if not handled and not self.has_lease:

@@ -5,9 +5,11 @@ A healthy aggregate hides one stalled market, so nothing here is summed across p
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, GCCollector, Histogram
+from redis.exceptions import RedisError
 
 
 class ConductorMetrics:
@@ -15,6 +17,7 @@ class ConductorMetrics:
         self.registry = registry or CollectorRegistry()
         p = str(partition)
         r = self.registry
+        GCCollector(registry=r)  # python_gc_*: the collector's passes pause the process
         self.commands = Counter("matching_commands", "Commands processed", ["partition", "kind", "status"], registry=r)
         self.duplicate_commands = Counter("matching_duplicate_commands", "Redelivered commands answered from "
                                           "processed-command", ["partition"], registry=r).labels(p)
@@ -64,6 +67,7 @@ class OutboxMetrics:
         self.registry = registry or CollectorRegistry()
         p = str(partition)
         r = self.registry
+        GCCollector(registry=r)
         self.published = Counter("matching_outbox_published", "Events published", ["partition"], registry=r).labels(p)
         self.retried = Counter("matching_outbox_retried", "Event publications retried", ["partition"],
                                registry=r).labels(p)
@@ -77,3 +81,24 @@ class OutboxMetrics:
                                    ["partition"], registry=r).labels(p)
         self.lease_owned = Gauge("matching_outbox_lease_owned", "1 while this worker holds the outbox lease",
                                  ["partition"], registry=r).labels(p)
+
+
+class BacklogProbe:
+    """A consumer group's lag on its stream (Redis 7's XINFO GROUPS) into ``gauge``, at most once
+    every ``every_s`` (called from a loop that turns far more often)."""
+
+    def __init__(self, client: Any, stream: str, group: str, gauge: Any, every_s: float = 1.0) -> None:
+        self.client, self.stream, self.group, self.gauge, self.every_s = client, stream, group, gauge, every_s
+        self._due = 0.0
+
+    def measure(self) -> None:
+        now = time.monotonic()
+        if now < self._due:
+            return
+        self._due = now + self.every_s
+        try:
+            for group in self.client.xinfo_groups(self.stream):
+                if group.get("name") in (self.group, self.group.encode()) and group.get("lag") is not None:
+                    self.gauge.set(int(group["lag"]))
+        except RedisError:
+            pass  # (the loop reports the datastore's trouble)
