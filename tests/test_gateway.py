@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -113,9 +114,11 @@ def test_standby_takes_over_after_sigkill_and_resends_the_originals(tmp_path: Pa
         standby.stop()
 
 
-def resend_one(port: int, url: str, seq: int) -> bytes:
-    """Log on by hand (at the number the gateway expects) and ask for ``seq`` alone."""
-    raw = RawFixClient(port, seq=stored_state(url).state.target_seq_num)
+def resend_one(port: int, next_seq: int, seq: int) -> tuple[bytes, int]:
+    """Log on by hand at ``next_seq`` (the number the gateway expects) and ask for ``seq`` alone;
+    the resent message, and the number to log on with next time (the session's inbound numbers
+    are recorded behind its messages: the store may not show them yet)."""
+    raw = RawFixClient(port, seq=next_seq)
     try:
         raw.send("35=A\x0198=0\x01108=30")
         logon = raw.read()
@@ -125,9 +128,12 @@ def resend_one(port: int, url: str, seq: int) -> bytes:
             msg = raw.read()
             assert msg is not None, f"no resend of {seq}"
             if dict(fields(msg))["34"] == str(seq):
-                return msg
+                return msg, raw.seq + 1
     finally:
         raw.send("35=5")
+        with contextlib.suppress(TimeoutError):
+            while raw.read(timeout=5) is not None:  # until the gateway closes it: the session is free again
+                pass
         raw.close()
 
 
@@ -171,8 +177,9 @@ def test_a_warm_standby_takes_over_and_resends_old_and_recent_messages_byte_for_
                               if "t/fsg/CLIENT1 materialised" in line]
         assert copied_at_takeover and copied_at_takeover[0] < 100, standby.output()
         stored = {r.seq_num: r.body for r in stored_state(valkey.url).messages}
+        next_seq = stored_state(valkey.url).state.target_seq_num
         for seq in (recent, 1):
-            resent = resend_one(port, valkey.url, seq)
+            resent, next_seq = resend_one(port, next_seq, seq)
             assert dict(fields(resent)).get("43") == "Y"
             assert body_without(resent, VOLATILE) == body_without(stored[seq], VOLATILE), seq
         assert "the older messages were loaded" in standby.output()

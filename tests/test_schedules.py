@@ -133,7 +133,7 @@ def test_a_logon_outside_the_schedule_is_refused_naming_it(tmp_path: Path, valke
 @pytest.mark.slow
 def test_logged_out_at_the_end_of_a_window(tmp_path: Path, valkey: ValkeyProcess) -> None:
     port = free_port()
-    end = soon(6)
+    end = soon(15)  # (room for a slow start under a loaded machine)
     gw = GatewayProc(tmp_path, valkey.url, fix_port=port, extra=schedule_lines(soon(-60), end)).start()
     gw.wait_active()
     try:
@@ -161,9 +161,10 @@ def test_a_new_fix_session_at_the_boundary(tmp_path: Path, valkey: ValkeyProcess
     the previous period's messages are gone (or kept under their period's keys, expiring after
     ``keep_periods``); the client logs on with 1 and is answered with 1."""
     port = free_port()
-    boundary = soon(8)
+    boundary = soon(15)  # (room for a slow start under a loaded machine)
     gw = GatewayProc(tmp_path, valkey.url, fix_port=port, extra=schedule_lines(boundary, boundary, keep)).start()
     gw.wait_active()
+    assert datetime.now(UTC) < boundary - timedelta(seconds=3), "the gateway started too late for this test"
     try:
         c, answer = logon(port, 1)
         assert answer[35] == b"A"
@@ -199,7 +200,7 @@ def test_a_takeover_across_the_boundary_starts_the_period_once(tmp_path: Path, v
     the period starts (not skipped). SIGKILL after the active one started it and the client
     traded in it: the standby does not start it again (the client's numbers go on)."""
     port = free_port()
-    boundary = soon(8 if kill == "before" else 5)
+    boundary = soon(18 if kill == "before" else 12)  # (room for two slow starts under a loaded machine)
     lines = schedule_lines(boundary, boundary)
     active = GatewayProc(tmp_path, valkey.url, name="a", fix_port=port, extra=lines, lock_ttl="3s",
                          renewal="500ms").start().wait_active()
