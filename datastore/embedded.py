@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import random
 import shutil
 import signal
 import socket
@@ -26,6 +27,32 @@ HOST = "127.0.0.1"
 _live: set[ValkeyProcess] = set()
 _ports_lock = threading.Lock()
 _ports_given: set[int] = set()
+
+
+def listening_port_below_ephemeral() -> int:
+    """A loopback port for a listener this process opens a moment later (QuickFIX's, behind the
+    front): picked below the kernel's ephemeral range, where no outgoing connection of any process
+    is given a port meanwhile — a port from ``free_port`` was once taken by one between the pick
+    and the bind ("Address already in use")."""
+    low = 20000
+    try:
+        low = min(low, int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0]) - 1000)
+    except (OSError, ValueError, IndexError):
+        pass
+    rng = random.Random()
+    with _ports_lock:
+        for _ in range(1000):
+            port = rng.randrange(max(1024, low - 10000), low)
+            if port in _ports_given:
+                continue
+            with socket.socket() as s:
+                try:
+                    s.bind((HOST, port))
+                except OSError:
+                    continue
+            _ports_given.add(port)
+            return port
+    return free_port()
 
 
 def free_port() -> int:

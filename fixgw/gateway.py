@@ -25,7 +25,7 @@ from redis.exceptions import RedisError
 from datastore.availability import Availability
 from datastore.clock import ClockWatch
 from datastore.connection import check_credentials, connect, is_cluster
-from datastore.embedded import free_port
+from datastore.embedded import listening_port_below_ephemeral
 from datastore.memory import MemoryWatch
 from matching.config import freeze_startup_objects
 from matching.http import CellHttp
@@ -242,7 +242,7 @@ class Gateway:
     def start_acceptor(self, last_sent: dict[SessionKey, int]) -> None:
         state_dir = Path(self.settings.state_dir)
         cfg_path = state_dir / "quickfix.cfg"
-        engine_port = free_port()  # QuickFIX on loopback, behind the front
+        engine_port = listening_port_below_ephemeral()  # QuickFIX on loopback, behind the front
         cfg_path.write_text(self.settings.quickfix_settings(state_dir / "filestore", engine_port))
         qf_settings = fix.SessionSettings(str(cfg_path))
         sessions = {cfg.session_id_text: cfg for cfg in self.settings.session}

@@ -136,7 +136,11 @@ def test_every_metric_a_rule_or_a_panel_names_is_exported_and_every_one_exported
                            str(fport), "--http-port", str(hport)], cwd=tmp_path, stdout=open(log, "wb"),
                           stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
-        wait_until(lambda: http_status(hport) == 200, "fixgw up to be ready", 60)
+        try:
+            wait_until(lambda: http_status(hport) == 200 or up.poll() is not None, "fixgw up to be ready", 120)
+        except AssertionError:
+            raise AssertionError(f"fixgw up not ready in 120 s: {log.read_text()[-3000:]}") from None
+        assert up.poll() is None, f"fixgw up exited: {log.read_text()[-3000:]}"
         demo = subprocess.run([sys.executable, "-m", "fixgw.cli", "demo", "--port", str(fport)], cwd=tmp_path,
                               capture_output=True, text=True, timeout=120, env=env)
         assert demo.returncode == 0, demo.stdout + demo.stderr
