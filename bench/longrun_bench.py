@@ -96,6 +96,10 @@ def client(port: int, name: str, rate: float, seconds: float, out: str) -> None:
     Path(out).write_text(json.dumps({"done": done, "unanswered": len(sent)}))
 
 
+SAMPLED = ("python_gc_collections_total", "fixgw_group_commit_misses_total", "fixgw_retention_passes_total",
+           "fixgw_retention_removed_total", "fixgw_lock_renewals_total", "matching_lease_renewals_total")
+
+
 def scrape(url: str) -> dict[str, float]:
     with urllib.request.urlopen(url, timeout=5) as r:
         text = r.read().decode()
@@ -104,7 +108,7 @@ def scrape(url: str) -> dict[str, float]:
         if line and not line.startswith("#"):
             name, _, value = line.rpartition(" ")
             base = name.split("{")[0]
-            if base in ("python_gc_collections_total", "fixgw_group_commit_misses_total"):
+            if base in SAMPLED:
                 out[base] = out.get(base, 0.0) + float(value)
     return out
 
@@ -113,11 +117,33 @@ def percentile(sorted_ms: list[float], q: float) -> float:
     return sorted_ms[min(len(sorted_ms) - 1, int(len(sorted_ms) * q))] if sorted_ms else float("nan")
 
 
+def memory_by_kind(valkey: Any, done_requests: int) -> None:
+    """Valkey's memory by kind of key (ids and numbers folded), per request answered: what the
+    dataset, and so each AOF rewrite, is made of."""
+    size: dict[str, int] = {}
+    keys: dict[str, int] = {}
+    names = list(valkey.scan_iter(count=1000))
+    pipe = valkey.pipeline(transaction=False)
+    for name in names:
+        pipe.memory_usage(name, samples=0)
+    for name, used in zip(names, pipe.execute()):
+        kind = re.sub(r"\d+", "N", re.sub(r"CLIENT\d+", "<session>", name.decode()))
+        size[kind] = size.get(kind, 0) + (used or 0)
+        keys[kind] = keys.get(kind, 0) + 1
+    print(f"Valkey used_memory {valkey.info('memory')['used_memory'] / 2**20:.1f} MB after {done_requests} requests; "
+          "by kind of key (bytes per request):")
+    for kind, used in sorted(size.items(), key=lambda kv: -kv[1])[:15]:
+        print(f"  {used / 2**20:8.2f} MB {keys[kind]:>8} keys {used / max(1, done_requests):>8.0f}  {kind}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rate", type=float, default=400, help="requests per second, both sessions together")
     ap.add_argument("--minutes", type=float, default=10)
     ap.add_argument("--window", type=float, default=30, help="seconds per window")
+    ap.add_argument("--rewrite-every", type=float, default=0,
+                    help="also force an AOF rewrite (BGREWRITEAOF) every this many seconds: how much one stalls the order path")
+    ap.add_argument("--memory", action="store_true", help="at the end, Valkey's memory by kind of key")
     ap.add_argument("--client", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.client:
@@ -157,7 +183,11 @@ def main() -> None:
                        for name in ("CLIENT1", "CLIENT2")]
             started = time.time()
             timeline: list[tuple[float, dict[str, float], dict[str, Any]]] = []
+            next_rewrite = started + args.rewrite_every if args.rewrite_every else float("inf")
             while any(c.poll() is None for c in clients):
+                if time.time() >= next_rewrite:
+                    valkey.bgrewriteaof()
+                    next_rewrite += args.rewrite_every
                 sample: dict[str, float] = {}
                 for url in urls:
                     try:
@@ -167,10 +197,15 @@ def main() -> None:
                         pass
                 info = valkey.info("persistence")
                 timeline.append((time.time(), sample, {k: info.get(k) for k in (
-                    "aof_rewrites", "aof_delayed_fsync", "aof_rewrite_in_progress", "rdb_bgsave_in_progress")}))
+                    "aof_rewrites", "aof_delayed_fsync", "aof_rewrite_in_progress", "rdb_bgsave_in_progress",
+                    "aof_last_rewrite_time_sec")} | {"latest_fork_usec": valkey.info("stats").get("latest_fork_usec"),
+                                                      "used_memory": valkey.info("memory").get("used_memory")}))
                 time.sleep(1.0)
             results = [json.loads((tmp / f"{n}.json").read_text()) for n in ("CLIENT1", "CLIENT2")]
             misses_log = [line for line in log.read_text().splitlines() if "group commit not possible" in line]
+            if args.memory:
+                memory_by_kind(valkey, done_requests=sum(len(json.loads((tmp / f"{n}.json").read_text())["done"])
+                                                         for n in ("CLIENT1", "CLIENT2")))
         finally:
             os.killpg(up.pid, signal.SIGTERM)
             up.wait(30)
@@ -178,7 +213,8 @@ def main() -> None:
     unanswered = sum(r["unanswered"] for r in results)
     windows = int(seconds // args.window) + 1
     print(f"{'window':>8} {'requests':>8} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8} {'max ms':>7}  "
-          "AOF rewrites, delayed fsyncs, group-commit misses, GC collections (gateway+cells)")
+          "AOF rewrites, delayed fsyncs, group-commit misses, GC collections (gateway+cells), "
+          "retention passes, lease renewals")
     p99s, p999s, maxes = [], [], []
     for w in range(windows):
         lo, hi = started + w * args.window, started + (w + 1) * args.window
@@ -194,12 +230,20 @@ def main() -> None:
         fsyncs = delta(lambda x: int(x[1].get("aof_delayed_fsync") or 0))
         misses = delta(lambda x: x[0].get("fixgw_group_commit_misses_total", 0.0))
         gcs = delta(lambda x: x[0].get("python_gc_collections_total", 0.0))
+        trims = delta(lambda x: x[0].get("fixgw_retention_passes_total", 0.0))
+        trimmed = delta(lambda x: x[0].get("fixgw_retention_removed_total", 0.0))
+        renewals = delta(lambda x: x[0].get("fixgw_lock_renewals_total", 0.0)
+                         + x[0].get("matching_lease_renewals_total", 0.0))
+        fork_ms = (in_w[-1][1].get("latest_fork_usec") or 0) / 1000 if rewrites else 0.0
+        memory_mb = (in_w[-1][1].get("used_memory") or 0) / 2**20 if in_w else 0.0
         p99, p999, mx = percentile(lat, 0.99), percentile(lat, 0.999), lat[-1]
         p99s.append(p99)
         p999s.append(p999)
         maxes.append(mx)
         print(f"{w * args.window:>6.0f} s {len(lat):>8} {percentile(lat, 0.5):>7.2f} {p99:>7.2f} {p999:>8.2f} "
-              f"{mx:>7.1f}  {rewrites:.0f}, {fsyncs:.0f}, {misses:.0f}, {gcs:.0f}", flush=True)
+              f"{mx:>7.1f}  {rewrites:.0f}{f' (fork {fork_ms:.1f} ms)' if rewrites else ''}, {fsyncs:.0f}, "
+              f"{misses:.0f}, {gcs:.0f}, {trims:.0f} ({trimmed:.0f} records), {renewals:.0f}; Valkey {memory_mb:.0f} MB",
+              flush=True)
     goal = GOALS.get(int(args.rate))
     print(f"answered {len(done)}, unanswered {unanswered}; group commit fell back to one by one "
           f"{len(misses_log)} times (gateway log)")

@@ -66,6 +66,7 @@ class Lease:
         self.on_lost = on_lost
         self.epoch = 0  # from the epoch counter when there is one, else 1 while taken
         self.lost_reason: str | None = None
+        self.renewals = 0  # confirmed renewals since start (a metric's source: the long-run bench's timeline)
         self._valid_until = 0.0  # monotonic deadline as last confirmed
         self._renewed_at = 0.0
         self._stop = threading.Event()
@@ -135,6 +136,7 @@ class Lease:
             return False
         self._valid_until = sent + self.ttl_ms / 1000
         self._renewed_at = sent
+        self.renewals += 1
         return True
 
     @property

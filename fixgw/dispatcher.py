@@ -262,6 +262,10 @@ class Dispatcher(threading.Thread):
                 views, events = views + v, events + e
                 if v < RETENTION_LIMIT and e < RETENTION_LIMIT:
                     break
+        metrics = self.context.metrics
+        metrics.retention_passes.inc()
+        for record, n in (("inbox stream entries", entries), ("closed views", views), ("event records", events)):
+            metrics.retention_removed.labels(record).inc(n)
         if entries or views or events:
             log.info("retention: %d inbox stream entries, %d closed orders' views, %d delivered-event records removed",
                      entries, views, events)

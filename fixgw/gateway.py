@@ -83,6 +83,7 @@ class Gateway:
         self.availability = Availability("session store", store_settings.failoverWait,
                                          (StoreUnavailable, NotReplicated))
         self.metrics.watch_availability(self.availability)
+        self.metrics.watch_lock_renewals(lambda: sum(lock.lease.renewals for lock in self.locks.values()))
         # INFO's memory, persistence and replication sections: the memory watch and the datastore's gauges
         self.memory = MemoryWatch(lambda: {**self.client.info("memory"), **self.client.info("persistence"),
                                            **self.client.info("replication")},

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, GCCollector, Histogram
 
 from datastore.availability import Availability
+from matching.metrics import CounterFrom
 
 from .front import FrontCounters
 
@@ -85,6 +87,16 @@ class GatewayMetrics:
                                      "confirm: held and appended again, in order, until it does", ["partition"],
                                      registry=r)
 
+        self.retention_removed = Counter("fixgw_retention_removed", "Records the retention pass removed: acknowledged "
+                                         "inbox stream entries, closed orders' views, delivered-event records",
+                                         ["record"], registry=r)
+        self.retention_passes = Counter("fixgw_retention_passes", "Retention passes run", registry=r)
+
+    def watch_lock_renewals(self, renewals: Callable[[], int]) -> None:
+        """``fixgw_lock_renewals_total``: the dispatcher locks' confirmed renewals (their leases count them)."""
+        self.registry.register(CounterFrom("fixgw_lock_renewals", "Confirmed renewals of this process's "
+                                            "dispatcher locks", renewals))
+
     def watch_front(self, counters: FrontCounters) -> None:
         Gauge("fixgw_front_pending_logons", "Connections the front holds that have not logged on yet",
               registry=self.registry).set_function(lambda: counters.pending)
@@ -135,3 +147,4 @@ class GatewayMetrics:
         if counter is None:
             counter = self._received[(session, msg_type)] = self.messages_in.labels(session, msg_type)
         counter.inc()
+

@@ -29,7 +29,7 @@ from .config import CellSettings, freeze_startup_objects, load_cell_settings, tu
 from .http import CellHttp
 from .instruments import InstrumentTable
 from .keys import PartitionKeys
-from .metrics import ConductorMetrics, OutboxMetrics
+from .metrics import ConductorMetrics, CounterFrom, OutboxMetrics
 from .outbox import OutboxWorker, Publisher, RedisStreamsPublisher, owner_routes
 from .relocation import cell_location, cell_must_stand_down
 from .storage import Inboxes, reconcile
@@ -189,6 +189,8 @@ def run_conductor(settings: CellSettings, target: str | None = None, also: list[
     # subscribed at start, a standby's consumer could be the one the broker makes active, and
     # the lease holder's would wait behind it for good.
     control = connect(settings.endpoint(), client_name=f"conductor-p{conductor.partition}-http")
+    conductor.metrics.registry.register(CounterFrom("matching_lease_renewals", "Confirmed renewals of the "
+                                                    "conductor lease", lambda: conductor.lease.renewals))
     http = CellHttp(settings.http_port, conductor.metrics.registry, conductor.ready,
                     lambda pair: reconcile(control, conductor.keys, pair)).start()
     return _serve(http, f"conductor p{conductor.partition} of {settings.partition_count} ({settings.durability})",
@@ -215,6 +217,8 @@ def run_outbox(settings: CellSettings, target: str | None, also: list[str],
                           lease_renew_s=settings.lease_ttl_ms / 3000, durability=settings.durability_policy,
                           linger_s=settings.batch_linger_ms / 1000)
     at_boot(partition).call(worker.ensure_group)  # (the loop ensures it again: a successor may find it gone)
+    worker.metrics.registry.register(CounterFrom("matching_lease_renewals", "Confirmed renewals of the outbox "
+                                                 "lease", lambda: worker.lease.renewals))
     http = CellHttp(settings.http_port, worker.metrics.registry,
                     lambda: worker.has_lease and (link is None or link.healthy)).start()
     return _serve(http, f"outbox p{partition} draining {PartitionKeys(partition).events}", worker.run, control,

@@ -6,9 +6,12 @@ A healthy aggregate hides one stalled market, so nothing here is summed across p
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, GCCollector, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 from redis.exceptions import RedisError
 
 
@@ -102,3 +105,13 @@ class BacklogProbe:
                     self.gauge.set(int(group["lag"]))
         except RedisError:
             pass  # (the loop reports the datastore's trouble)
+
+
+class CounterFrom(Collector):
+    """A counter whose value another object keeps (a lease counts its own renewals)."""
+
+    def __init__(self, name: str, documentation: str, value: Callable[[], int]) -> None:
+        self.name, self.documentation, self.value = name, documentation, value
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(self.name, self.documentation, value=self.value())
