@@ -58,6 +58,7 @@ bench: $(STAMP)
 	$(VENV)/bin/python bench/gateway_bench.py --orders 3000
 	$(VENV)/bin/python bench/e2e_bench.py
 	$(VENV)/bin/python bench/multicell_bench.py
+	$(VENV)/bin/python bench/longrun_bench.py --minutes 2
 
 clean:
 	rm -rf $(VENV) .pytest_cache

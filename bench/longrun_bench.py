@@ -96,7 +96,8 @@ def client(port: int, name: str, rate: float, seconds: float, out: str) -> None:
     Path(out).write_text(json.dumps({"done": done, "unanswered": len(sent)}))
 
 
-SAMPLED = ("python_gc_collections_total", "fixgw_group_commit_misses_total", "fixgw_retention_passes_total",
+SAMPLED = ("python_gc_collections_total", "python_gc_pause_seconds_total", "python_gc_long_pauses_total",
+           "fixgw_group_commit_misses_total", "fixgw_retention_passes_total",
            "fixgw_retention_removed_total", "fixgw_lock_renewals_total", "matching_lease_renewals_total")
 
 
@@ -176,6 +177,7 @@ def main() -> None:
             urls = [f"http://127.0.0.1:{hport}/metrics", *cells.findall(log.read_text())]
             password = (tmp / "var" / "valkey" / "password").read_text().strip()
             valkey = __import__("redis").Redis(port=vport, password=password)
+            valkey.config_set("latency-monitor-threshold", 5)  # Valkey's own stalls of 5 ms or more, by event
             print(f"fixgw up (default config), {args.rate:.0f} requests/s (30 % cancels) for {args.minutes:g} min, "
                   f"windows of {args.window:g} s", flush=True)
             clients = [subprocess.Popen([sys.executable, __file__, "--client", str(fport), name,
@@ -202,6 +204,9 @@ def main() -> None:
                                                       "used_memory": valkey.info("memory").get("used_memory")}))
                 time.sleep(1.0)
             results = [json.loads((tmp / f"{n}.json").read_text()) for n in ("CLIENT1", "CLIENT2")]
+            stalls = valkey.execute_command("LATENCY", "LATEST")
+            stall_history = {event.decode() if isinstance(event, bytes) else event:
+                             valkey.execute_command("LATENCY", "HISTORY", event) for event, *_ in stalls}
             misses_log = [line for line in log.read_text().splitlines() if "group commit not possible" in line]
             if args.memory:
                 memory_by_kind(valkey, done_requests=sum(len(json.loads((tmp / f"{n}.json").read_text())["done"])
@@ -213,7 +218,8 @@ def main() -> None:
     unanswered = sum(r["unanswered"] for r in results)
     windows = int(seconds // args.window) + 1
     print(f"{'window':>8} {'requests':>8} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8} {'max ms':>7}  "
-          "AOF rewrites, delayed fsyncs, group-commit misses, GC collections (gateway+cells), "
+          "AOF rewrites, delayed fsyncs, group-commit misses, "
+          "GC collections (gateway+cells: their pauses together, how many of 5 ms or more), "
           "retention passes, lease renewals")
     p99s, p999s, maxes = [], [], []
     for w in range(windows):
@@ -221,7 +227,8 @@ def main() -> None:
         lat = sorted(ms for at, ms, _ in done if lo <= at < hi)
         if not lat:
             continue
-        in_w = [(s, i) for t, s, i in timeline if lo <= t < hi + 1]
+        # a window's counters: from the last sample before it to its own last one
+        in_w = [(s, i) for t, s, i in timeline if t < lo][-1:] + [(s, i) for t, s, i in timeline if lo <= t < hi]
 
         def delta(get: Any, in_w: list[Any] = in_w) -> float:
             return (get(in_w[-1]) - get(in_w[0])) if len(in_w) > 1 else 0.0
@@ -230,20 +237,27 @@ def main() -> None:
         fsyncs = delta(lambda x: int(x[1].get("aof_delayed_fsync") or 0))
         misses = delta(lambda x: x[0].get("fixgw_group_commit_misses_total", 0.0))
         gcs = delta(lambda x: x[0].get("python_gc_collections_total", 0.0))
+        gc_ms = 1000 * delta(lambda x: x[0].get("python_gc_pause_seconds_total", 0.0))
+        gc_long = delta(lambda x: x[0].get("python_gc_long_pauses_total", 0.0))
         trims = delta(lambda x: x[0].get("fixgw_retention_passes_total", 0.0))
         trimmed = delta(lambda x: x[0].get("fixgw_retention_removed_total", 0.0))
         renewals = delta(lambda x: x[0].get("fixgw_lock_renewals_total", 0.0)
                          + x[0].get("matching_lease_renewals_total", 0.0))
         fork_ms = (in_w[-1][1].get("latest_fork_usec") or 0) / 1000 if rewrites else 0.0
+        took = max((int(i.get("aof_last_rewrite_time_sec") or 0) for _, i in in_w), default=0)
         memory_mb = (in_w[-1][1].get("used_memory") or 0) / 2**20 if in_w else 0.0
+        valkey_stalls = ", ".join(f"{event} {max(ms for at, ms in hist if lo <= at < hi)} ms"
+                                  for event, hist in sorted(stall_history.items())
+                                  if any(lo <= at < hi for at, _ in hist))
         p99, p999, mx = percentile(lat, 0.99), percentile(lat, 0.999), lat[-1]
         p99s.append(p99)
         p999s.append(p999)
         maxes.append(mx)
         print(f"{w * args.window:>6.0f} s {len(lat):>8} {percentile(lat, 0.5):>7.2f} {p99:>7.2f} {p999:>8.2f} "
-              f"{mx:>7.1f}  {rewrites:.0f}{f' (fork {fork_ms:.1f} ms)' if rewrites else ''}, {fsyncs:.0f}, "
-              f"{misses:.0f}, {gcs:.0f}, {trims:.0f} ({trimmed:.0f} records), {renewals:.0f}; Valkey {memory_mb:.0f} MB",
-              flush=True)
+              f"{mx:>7.1f}  {rewrites:.0f}{f' (fork {fork_ms:.1f} ms, {took} s)' if rewrites else ''}, {fsyncs:.0f}, "
+              f"{misses:.0f}, {gcs:.0f} ({gc_ms:.0f} ms, {gc_long:.0f} ≥ 5 ms), {trims:.0f} ({trimmed:.0f} records), "
+              f"{renewals:.0f}; Valkey {memory_mb:.0f} MB"
+              + (f"; Valkey's own stalls: {valkey_stalls}" if valkey_stalls else ""), flush=True)
     goal = GOALS.get(int(args.rate))
     print(f"answered {len(done)}, unanswered {unanswered}; group commit fell back to one by one "
           f"{len(misses_log)} times (gateway log)")

@@ -8,7 +8,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, GCCollector, Histogram
 
 from datastore.availability import Availability
-from matching.metrics import CounterFrom
+from matching.metrics import CounterFrom, GCPauses
 
 from .front import FrontCounters
 
@@ -17,6 +17,7 @@ class GatewayMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = self.registry = registry or CollectorRegistry()
         GCCollector(registry=r)  # python_gc_*: the collector's passes, which pause every thread of the process
+        r.register(GCPauses())
         self.sender_seq = Gauge("fixgw_session_next_sender_seq_num", "Next outbound MsgSeqNum", ["session"], registry=r)
         self.target_seq = Gauge("fixgw_session_next_target_seq_num", "Next expected inbound MsgSeqNum", ["session"],
                                 registry=r)

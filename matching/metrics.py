@@ -5,12 +5,13 @@ A healthy aggregate hides one stalled market, so nothing here is summed across p
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, GCCollector, Histogram
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from redis.exceptions import RedisError
 
@@ -21,6 +22,7 @@ class ConductorMetrics:
         p = str(partition)
         r = self.registry
         GCCollector(registry=r)  # python_gc_*: the collector's passes pause the process
+        r.register(GCPauses())
         self.commands = Counter("matching_commands", "Commands processed", ["partition", "kind", "status"], registry=r)
         self.duplicate_commands = Counter("matching_duplicate_commands", "Redelivered commands answered from "
                                           "processed-command", ["partition"], registry=r).labels(p)
@@ -71,6 +73,7 @@ class OutboxMetrics:
         p = str(partition)
         r = self.registry
         GCCollector(registry=r)
+        r.register(GCPauses())
         self.published = Counter("matching_outbox_published", "Events published", ["partition"], registry=r).labels(p)
         self.retried = Counter("matching_outbox_retried", "Event publications retried", ["partition"],
                                registry=r).labels(p)
@@ -115,3 +118,48 @@ class CounterFrom(Collector):
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         yield CounterMetricFamily(self.name, self.documentation, value=self.value())
+
+
+class _PauseClock:
+    """Times every pass of this process's garbage collector (``gc.callbacks``): one per process,
+    however many registries report it."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0  # all passes together
+        self.long = 0  # passes of 5 ms or more
+        self.longest = 0.0
+        self._started = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        took = time.perf_counter() - self._started
+        self.seconds += took
+        self.long += took >= LONG_PAUSE_S
+        self.longest = max(self.longest, took)
+
+
+LONG_PAUSE_S = 0.005
+_pause_clock: _PauseClock | None = None
+
+
+class GCPauses(Collector):
+    """``python_gc_pause_seconds_total``, ``python_gc_long_pauses_total`` (5 ms or more) and
+    ``python_gc_longest_pause_seconds``: what the collections cost, beside how many there were
+    (``GCCollector``)."""
+
+    def __init__(self) -> None:
+        global _pause_clock
+        if _pause_clock is None:
+            _pause_clock = _PauseClock()
+        self.clock = _pause_clock
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        yield CounterMetricFamily("python_gc_pause_seconds", "Time this process spent in garbage collection passes "
+                                  "(every thread paused)", value=self.clock.seconds)
+        yield CounterMetricFamily("python_gc_long_pauses", "Garbage collection passes of 5 ms or more",
+                                  value=self.clock.long)
+        yield GaugeMetricFamily("python_gc_longest_pause_seconds", "The longest garbage collection pass since start",
+                                value=self.clock.longest)

@@ -53,6 +53,7 @@ def test_renewal_keeps_the_lock_past_its_ttl(valkey: ValkeyProcess) -> None:
     assert a.try_acquire()
     time.sleep(2.0)  # twice the TTL: held only if renewed
     assert a.held
+    assert a.lease.renewals >= 5, "each confirmed renewal is counted (fixgw_lock_renewals_total)"
     assert not DispatcherLock(client, gw, ttl=1.0, renewal=0.1).try_acquire()
     a.release()
 

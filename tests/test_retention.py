@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.gateway_helpers import wait_until
+from tests.gateway_helpers import http_text, wait_until
 from tests.system_helpers import System, system_on_one_server, wait_reports
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
@@ -65,3 +65,8 @@ def test_closed_orders_views_and_delivered_records_go_after_their_retention(syst
     cutoff_ms = int(time.time() * 1000) - 4000
     wait_until(lambda: client.zcount(inbox, "-inf", cutoff_ms) == 0, "delivered-event records past retention", 10)
     wait_until(lambda: client.xlen("{e2e/fsg}/inbox") <= 1, "acknowledged inbox stream entries to go", 10)
+    metrics = http_text(system.gateway.http_port, "/metrics")
+    removed = {line.split('"')[1]: float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+               if line.startswith("fixgw_retention_removed_total{")}
+    assert removed.get("closed views", 0) >= 1 and removed.get("inbox stream entries", 0) >= 1, removed
+    assert "fixgw_retention_passes_total " in metrics
