@@ -1,4 +1,4 @@
-"""Tail latency over minutes: per 30-second window, the percentiles of every request's time to its
+"""Tail latency over minutes: per window (30 s), the percentiles of every request's time to its
 first answer, at a steady rate on `fixgw up`'s default system, and on the same timeline what
 happened in each window that can stall the order path.
 
@@ -7,11 +7,19 @@ counted), each sending half the rate: new orders resting far from the market, an
 them a cancel a moment later. A request's latency: from its send to its first answer (the New,
 the Canceled report or a reject). Percentiles are exact (every latency of the window kept and
 sorted: at these rates a window holds tens of thousands; an HDR histogram's bucketing is not
-needed to afford them). Beside each window: Valkey's forks (AOF rewrites) and delayed fsyncs
-(INFO persistence), the gateway's group-commit misses, and the collections of the gateway's and
-the cells' collectors (`python_gc_collections_total` on each /metrics).
+needed to afford them). Beside each window, from a sample a second:
+
+- Valkey: AOF rewrites (with the fork's time and the rewrite's duration), delayed fsyncs (INFO
+  persistence), its own latency events of 5 ms or more (``LATENCY HISTORY``: fork, command, aof-*),
+  its used memory;
+- the gateway's group-commit misses; retention passes and the records they removed;
+- lease renewals (the gateway's dispatcher locks, the cells' conductor and outbox leases);
+- the collector's passes in the gateway and the cells, their pauses together and how many took
+  5 ms or more (``python_gc_pause_seconds_total``, ``python_gc_long_pauses_total``).
 
     .venv/bin/python bench/longrun_bench.py [--rate 400] [--minutes 10] [--window 30]
+        [--rewrite-every SECONDS]   force an AOF rewrite this often: what one costs the order path
+        [--memory]                  at the end, Valkey's memory by kind of key, per request
 
 Goal (docs/benchmarks.md): every window p99 < 5 ms, p99.9 < 20 ms, max < 100 ms at 400/s; the
 limits doubled at 1,000/s.
