@@ -29,6 +29,24 @@ def conductor(client: RedisClient, durability: str = "memory", **kw: Any) -> Con
     return c
 
 
+# A lease short enough for a test to outlive a crashed holder, long enough that a loaded machine's
+# pause between a renewal and the commit it fences does not expire it (300 ms did, under four
+# workers on two cores: the successor then found the lease gone, not the crash it was testing).
+CRASH_LEASE_TTL_MS = 1500
+
+
+def wait_lease_expired(client: RedisClient, partition: int = 0, timeout_s: float = 10) -> None:
+    """Until the conductor lease a crashed (or abandoned) holder left has run out."""
+    import time
+
+    key = PartitionKeys(partition).conductor_lease
+    deadline = time.monotonic() + timeout_s
+    while client.exists(key):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{key} did not expire in {timeout_s} s")
+        time.sleep(0.05)
+
+
 def submit_all(client: RedisClient, commands: list[Command]) -> None:
     for cmd in commands:
         submit(client, cmd, 2)

@@ -22,6 +22,7 @@ from matching.domain import StpMode
 from matching.keys import PartitionKeys, book_member
 from matching.storage import commit_commands, decode_order, order_fields, reconcile, trim_acknowledged
 from tests.cell_helpers import (
+    CRASH_LEASE_TTL_MS,
     cell_client,
     conductor,
     p0_flow,
@@ -31,6 +32,7 @@ from tests.cell_helpers import (
     run_until_idle,
     stream_events,
     submit_all,
+    wait_lease_expired,
 )
 from tests.flows import TEST_INSTRUMENTS
 
@@ -103,11 +105,11 @@ def test_crash_at_any_point_then_redelivery_gives_no_double_fill_and_no_lost_ord
             if batches["n"] == 4:  # (pipelined: by then a batch is in flight while the next is matched)
                 raise SimulatedCrash(at)
 
-    first = conductor(client, batch_size=40, fault=crash, lease_ttl_ms=300)
+    first = conductor(client, batch_size=40, fault=crash, lease_ttl_ms=CRASH_LEASE_TTL_MS)
     with pytest.raises(SimulatedCrash):
         run(first)
     # The first conductor is dead: its lease runs out, a successor takes over.
-    time.sleep(0.35)
+    wait_lease_expired(client)
     second = conductor(client, batch_size=40)
     run(second)
     assert projected(stream_events(client)) == reference_events(flow)

@@ -5,7 +5,6 @@ reaches the inboxes is what the outbox would have published, and nothing committ
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from matching.contracts import Event, parse_event
 from matching.keys import PartitionKeys
 from matching.outbox import OutboxWorker, RedisStreamsPublisher, owner_routes
 from tests.cell_helpers import (
+    CRASH_LEASE_TTL_MS,
     cell_client,
     conductor,
     p0_flow,
@@ -27,6 +27,7 @@ from tests.cell_helpers import (
     reference_events,
     run_until_idle,
     submit_all,
+    wait_lease_expired,
 )
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
@@ -89,8 +90,9 @@ def test_a_crash_at_any_point_loses_no_event_and_delivers_none_twice(valkey: Val
                     raise SimulatedCrash(at)
 
         with pytest.raises(SimulatedCrash):
-            run_until_idle(conductor(client, batch_size=20, fault=crash, lease_ttl_ms=300, inboxes=ROUTES))
-        time.sleep(0.35)  # the crashed conductor's lease runs out
+            run_until_idle(conductor(client, batch_size=20, fault=crash, lease_ttl_ms=CRASH_LEASE_TTL_MS,
+                                     inboxes=ROUTES))
+        wait_lease_expired(client)  # the crashed conductor's lease runs out
     run_until_idle(conductor(client, batch_size=20, inboxes=ROUTES))
     events = [e for e, _ in inbox(client, DROP_COPY)]
     assert projected(events) == reference_events(flow), "each command applied once: its events once, in order"
@@ -101,10 +103,10 @@ def test_events_committed_for_the_outbox_reach_the_inboxes_before_any_direct_one
     flow = p0_flow(13, 600)
     half = len(flow) // 2
     submit_all(client, flow[:half])
-    run_until_idle(conductor(client, batch_size=25, lease_ttl_ms=300))  # outbox delivery: into the event stream
+    run_until_idle(conductor(client, batch_size=25, lease_ttl_ms=CRASH_LEASE_TTL_MS))  # outbox delivery: into the event stream
     left = client.xlen(KEYS.events)
     assert left > 0
-    time.sleep(0.35)
+    wait_lease_expired(client)
     submit_all(client, flow[half:])
     direct = conductor(client, batch_size=25, inboxes=ROUTES)
     for _ in range(5):
