@@ -138,14 +138,14 @@ def client(port: int, orders: int, rate: float, seconds: float) -> None:
                       "wall": {cl: times for cl, times in wall.items() if len(times) == 2}}))
 
 
-def measure(port: int, args: argparse.Namespace, rate: float | None = None, orders: int | None = None
-            ) -> dict[str, float]:
+def measure(port: int, args: argparse.Namespace, rate: float | None = None, orders: int | None = None,
+            seconds: float | None = None) -> dict[str, Any]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run([sys.executable, __file__, "--client", str(port), "--orders", str(orders or args.orders),
-                          "--rate", str(rate or args.rate), "--seconds", str(args.seconds)],
+                          "--rate", str(rate or args.rate), "--seconds", str(seconds or args.seconds)],
                          capture_output=True, text=True, check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     # The load generator shares the two cores with what it measures: its CPU is shown too.
     result["client_cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return result
@@ -220,6 +220,79 @@ def aof_state(server: Any) -> tuple[int, int]:
     return int(persistence["aof_rewrites"]), int(persistence["aof_current_size"])
 
 
+def valkey_counts(server: Any) -> tuple[int, int, int]:
+    """Valkey's commands so far (those its scripts ran included), its script calls, and its read
+    events: each is one client's request arriving, a pipeline in one piece — a round trip. (Each
+    call here is one read and one command, too few to matter.)"""
+    client = server.client()
+    stats = client.info("stats")
+    scripts = sum(int(v["calls"]) for k, v in client.info("commandstats").items()
+                  if k in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_fcall"))
+    return int(stats["total_commands_processed"]), scripts, int(stats["total_reads_processed"])
+
+
+def per_order(before: tuple[int, int, int], after: tuple[int, int, int], orders: int) -> dict[str, float]:
+    commands, scripts, reads = (b - a for a, b in zip(before, after))
+    return {"commands": commands / orders, "scripts": scripts / orders, "round_trips": reads / orders}
+
+
+HOPS = (("gateway in", "client send → its claim script in Valkey (front, QuickFIX, fromApp, intake)"),
+        ("cell wakes", "→ the conductor's first read of it (blocking read returns, dedup read sent)"),
+        ("cell", "→ the conductor's commit (matched, staged, report into the gateway's inbox)"),
+        ("dispatcher", "→ the gateway's group commit of the report (woken, built)"),
+        ("gateway out", "→ the report at the client (QuickFIX, front, client)"))
+
+
+@contextmanager
+def monitored(server: Any) -> Iterator[list[tuple[float, str, str]]]:
+    """Every command Valkey runs while the block runs, as MONITOR shows it: (its time, µs
+    resolution; the connection, or ``lua`` for a script's own command; the command's text)."""
+    lines: list[tuple[float, str, str]] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        with server.client().monitor() as feed:
+            for cmd in feed.listen():
+                lines.append((float(cmd["time"]), f"{cmd['client_address']}:{cmd['client_port']}", cmd["command"]))
+                if done.is_set():
+                    return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    time.sleep(0.3)
+    try:
+        yield lines
+    finally:
+        done.set()
+        server.client().ping()  # (the watcher's last line)
+        watcher.join(5)
+
+
+def hops(lines: list[tuple[float, str, str]], wall: dict[str, list[float]]) -> dict[str, list[float]]:
+    """Where an unloaded order's time went, from MONITOR's lines that name its ClOrdID: the
+    intake's claim script, the conductor's first read and its commit (one connection), then the
+    first command of the gateway's group commit; the client's send and receipt around them."""
+    out: dict[str, list[float]] = {name: [] for name, _ in HOPS}
+    for cl, (sent_at, got_at) in wall.items():
+        mine = [(t, who) for t, who, text in lines if cl in text and sent_at - 0.001 <= t <= got_at + 0.001]
+        if not mine:
+            continue
+        claimed, claimer = mine[0]
+        cell = [(t, who) for t, who in mine if who not in (claimer, "lua:") and t > claimed]
+        if not cell:
+            continue
+        conductor = cell[0][1]
+        cell_in = cell[0][0]
+        cell_out = max(t for t, who in mine if who == conductor)
+        after = [t for t, who in mine if t > cell_out and who != conductor]
+        if not after:
+            continue
+        marks = [sent_at, claimed, cell_in, cell_out, after[0], got_at]
+        for (name, _), start, end in zip(HOPS, marks, marks[1:]):
+            out[name].append(1000 * (end - start))
+    return out
+
+
 def all_cpu_seconds(procs: dict[str, int]) -> float:
     return sum(cpu_seconds(pid) for pid in procs.values())
 
@@ -240,6 +313,7 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=2000)
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--low-rate", type=float, default=100, help="also measure latency at this sustainable rate")
+    ap.add_argument("--trace-rate", type=float, default=50, help="one order at a time, each traced through Valkey")
     ap.add_argument("--client", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.client:
@@ -260,13 +334,22 @@ def main() -> None:
     with running_system("fixgw-e2e-", pinned, gateway_lines=PINNED) as (system, server):
         procs = system_processes(system, server)
         wait_idle(list(procs.values()))  # (the cells' start-up work is not an order's)
-        low_before = all_cpu_seconds(procs)
+        low_before, low_counts = all_cpu_seconds(procs), valkey_counts(server)
         low = measure(system.fix_port, args, rate=args.low_rate, orders=200)  # before any backlog
         low["cpu_ms"] = 1000 * (all_cpu_seconds(procs) - low_before) / (200 + low["paced"])
-        cpu_before = {name: cpu_seconds(pid) for name, pid in procs.items()}
+        low_valkey = per_order(low_counts, valkey_counts(server), 200 + int(low["paced"]))
+        # One order at a time, every command Valkey runs watched (MONITOR slows Valkey: its own
+        # run, for where the time goes, not for the latency rows).
+        wait_idle(list(procs.values()))
+        with monitored(server) as lines:
+            traced = measure(system.fix_port, args, rate=args.trace_rate, orders=PIPELINE, seconds=2)
+        hop_ms = hops(lines, traced["wall"])
+        wait_idle(list(procs.values()))
+        cpu_before, counts_before = {name: cpu_seconds(pid) for name, pid in procs.items()}, valkey_counts(server)
         rewrites_before, aof_before = aof_state(server)
         ours = measure(system.fix_port, args)
         cpu_used = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in procs.items()}
+        ours_valkey = per_order(counts_before, valkey_counts(server), args.orders + int(ours["paced"]))
         rewrites_after, aof_after = aof_state(server)
         rewrites = rewrites_after - rewrites_before
         aof_per_order = (aof_after - aof_before) / (args.orders + ours["paced"]) if not rewrites else None
@@ -364,6 +447,34 @@ def main() -> None:
           "load generator")
     print(f"  paced at {mid_rate:.0f}/s: {mid['cpu_ms']:.2f} ms/order; at {args.low_rate:.0f}/s: "
           f"{low['cpu_ms']:.2f} ms/order (gateway, Valkey and cells; each run's 200-order burst included)")
+    print("\nValkey's work per order (INFO: commands, those inside scripts counted; script calls; read events,")
+    print("each a client's request arriving: round trips):")
+    for name, counts in (("throughput and paced runs", ours_valkey), (f"at {args.low_rate:.0f}/s", low_valkey)):
+        print(f"  {name:28} {counts['commands']:6.1f} commands  {counts['scripts']:5.1f} scripts  "
+              f"{counts['round_trips']:5.1f} round trips")
+    traced_n = len(hop_ms["gateway in"])
+    print(f"\nWhere an unloaded order's time goes: one at a time at {args.trace_rate:.0f}/s, {traced_n} orders, every "
+          "command Valkey ran\nwatched (MONITOR, µs timestamps; it slows Valkey a little):")
+    print(f"  {'hop':86} {'p50 ms':>7} {'p90 ms':>7}")
+    for name, what in HOPS:
+        values = sorted(hop_ms[name])
+        if values:
+            print(f"  {what:86} {statistics.median(values):7.2f} {values[int(len(values) * 0.9)]:7.2f}")
+    totals = sorted(sum(parts) for parts in zip(*hop_ms.values()))
+    if totals:
+        print(f"  {'send → report':86} {statistics.median(totals):7.2f} {totals[int(len(totals) * 0.9)]:7.2f}")
+    gateway_ms = 1000 * cpu_used["gateway"] / orders_total
+    print("\nThe goals beside this run (a raw QuickFIX echo on the same machine: "
+          f"{raw['throughput']:,.0f} orders/s, p50 {raw_low['p50_ms']:.2f} ms at {args.low_rate:.0f}/s):")
+    for goal, value, met in (
+            ("CPU per order, every process (load generator included) ≤ 0.40 ms", f"{1000 * total / orders_total:.2f} ms",
+             1000 * total / orders_total <= 0.40),
+            ("CPU per order, the gateway ≤ 0.20 ms", f"{gateway_ms:.2f} ms", gateway_ms <= 0.20),
+            (f"p99 at {args.rate:.0f}/s < 5 ms", f"{ours['p99_ms']:.2f} ms (raw echo {raw['p99_ms']:.2f})",
+             ours["p99_ms"] < 5),
+            (f"unloaded p50 ({args.low_rate:.0f}/s) < 1 ms", f"{low['p50_ms']:.2f} ms (raw echo {raw_low['p50_ms']:.2f})",
+             low["p50_ms"] < 1)):
+        print(f"  {goal:66} {value:32} {'met' if met else 'not met'}")
 
 
 if __name__ == "__main__":
