@@ -22,6 +22,12 @@ crash would lose a message. Every piece of work is queued before its message's n
 callback queues work, then the number), a cycle takes both at once, and writes the number
 after the work and its answers.
 
+Answers the work gives itself (a refusal: a duplicate ClOrdID, a claim the store did not take)
+are committed in the same cycle, offered the number; a number riding behind the work is written
+only if each claim of its session there holds its own request (``TARGET_IF_CLAIMED``), else it
+goes with the answer. Stored first, a crash before the answer left the request neither answered
+nor asked for again.
+
 In the answers' group commit the number is stored in the same script as the answers to the
 messages it covers: a crash leaves both or neither, so the counterparty never sends an answered
 message again (written after the answers were sent, a crash between the two had the successor
@@ -80,6 +86,11 @@ class Work(Protocol):
         """A bug in ``prepare``/``settle``: answer the request with the reason, best effort."""
         ...
 
+    def claimed_as(self) -> tuple[SessionKey, str, str] | None:
+        """After ``prepare``: the (session, ClOrdID, value) its calls claim, if they claim one. A
+        number riding behind the work is written only if the claim is found holding it."""
+        ...
+
 
 class InboundNumbers:
     """A cycle's inbound numbers, offered to its answers' group commits (``deliver``): entered,
@@ -122,6 +133,12 @@ class Intake:
         self._deliver = deliver  # GatewayApplication.deliver_many: group commits, then sends
         self._work: list[Work] = []
         self._answers: dict[str, tuple[fix.SessionID, list[SessionMessage]]] = {}
+        # Answers the cycle's own work gave (a refusal, a status): committed in the same cycle,
+        # with the numbers, which must not be stored ahead of them.
+        self._cycle_thread: int | None = None
+        self._produced: dict[str, tuple[fix.SessionID, list[SessionMessage]]] = {}
+        self._produced_numbers: dict[SessionKey, tuple[SessionStore, int]] = {}
+        self._produced_thens: list[Callable[[], None]] = []
         self._thens: list[Callable[[], None]] = []  # run once the answers queued with them are sent
         self._targets: dict[SessionKey, tuple[SessionStore, int]] = {}
         self._queued: dict[SessionKey, int] = {}  # the highest number queued per session since its last reset
@@ -153,6 +170,15 @@ class Intake:
         ``then``: what to do once the answer is sent (a mass cancel's cancels, which must not
         overtake its report)."""
         with self._cond:
+            if threading.get_ident() == self._cycle_thread:  # the cycle's own work answered (``flush``)
+                self._produced.setdefault(sid.toString(), (sid, []))[1].append(delivery)
+                if then is not None:
+                    self._produced_thens.append(then)
+                if number is not None:
+                    session, store, target = number
+                    if target > self._produced_numbers.get(session, (store, 0))[1]:
+                        self._produced_numbers[session] = (store, target)
+                return
             self._answers.setdefault(sid.toString(), (sid, []))[1].append(delivery)
             if then is not None:
                 self._thens.append(then)
@@ -205,10 +231,27 @@ class Intake:
         # written before them: no answers to commit, one datastore, every message complete once
         # its calls are written (the embedded default's order path). Else they go last, alone.
         riding = targets if not answers else None
-        if self._write_work(work, riding, resets):
-            targets = {}
+        self._cycle_thread = threading.get_ident()
+        try:
+            written = self._write_work(work, riding, resets)
+        finally:
+            self._cycle_thread = None
+        targets = {session: pair for session, pair in targets.items() if session not in written}
         if self.after_work is not None:
             self.after_work()
+        # What the work answered itself (a duplicate ClOrdID, a claim the store did not take) is
+        # committed now, with the numbers that cover it: were the numbers stored first and the
+        # process lost before the answer, the request would be neither answered nor asked for again.
+        with self._cond:
+            produced, self._produced = self._produced, {}
+            produced_numbers, self._produced_numbers = self._produced_numbers, {}
+            thens += self._produced_thens
+            self._produced_thens = []
+        for text, (sid, deliveries) in produced.items():
+            answers.setdefault(text, (sid, []))[1].extend(deliveries)
+        for session, (store, target) in produced_numbers.items():
+            if session not in written and target > targets.get(session, (store, 0))[1]:
+                targets[session] = (store, target)
         if answers:
             batches = list(answers.values())
             offer = InboundNumbers(self._io, lambda: {session: target for _, numbers in
@@ -253,10 +296,10 @@ class Intake:
             self._on_written(session, target)
 
     def _write_work(self, work: list[Work], targets: dict[SessionKey, tuple[SessionStore, int]] | None = None,
-                    resets: dict[SessionKey, int] | None = None) -> bool:
+                    resets: dict[SessionKey, int] | None = None) -> set[SessionKey]:
         """In order; a batch is cut before work that reads first, one write per datastore.
         ``targets``: numbers that may ride behind the cycle's only batch (``flush``); returns
-        whether they were handled."""
+        the sessions whose number was handled there."""
         batch: list[tuple[Work, list[tuple[Any, ...]]]] = []
         cut = False
         for item in work:
@@ -269,25 +312,26 @@ class Intake:
                 log.exception("intake: request failed while prepared")
                 item.failed(exc)
         if not batch:
-            return False
+            return set()
         stores = {id(item.store) for item, _ in batch}
         if (targets and resets is not None and not cut and len(stores) == 1
                 and {id(store) for store, _ in targets.values()} <= stores
                 and all(item.complete_when_written for item, _ in batch)):
             return self._write_batch(batch, (targets, resets))
         self._write_batch(batch)
-        return False
+        return set()
 
     def _write_batch(self, batch: list[tuple[Work, list[tuple[Any, ...]]]],
                      riding: tuple[dict[SessionKey, tuple[SessionStore, int]], dict[SessionKey, int]] | None = None
-                     ) -> bool:
+                     ) -> set[SessionKey]:
         """One round trip per datastore, then each piece of work settles. ``riding``: the
-        inbound numbers, written behind the work in the same round trip (one datastore);
-        returns whether they were (or refused: fatal already)."""
+        inbound numbers, written behind the work in the same round trip (one datastore), each
+        only if its session's claims there all landed as new (``TARGET_IF_CLAIMED``); returns
+        the sessions whose number was handled (written, or refused: fatal already)."""
         by_store: dict[int, list[tuple[Work, list[tuple[Any, ...]]]]] = {}
         for item, calls in batch:
             by_store.setdefault(id(item.store), []).append((item, calls))
-        handled = False
+        handled: set[SessionKey] = set()
         for items in by_store.values():
             calls = [c for _, item_calls in items for c in item_calls]
             store = items[0][0].store
@@ -297,17 +341,28 @@ class Intake:
                 if riding is None:
                     outcome = store.write(calls, raise_on_error=False) if calls else []
                 else:
+                    claims: dict[SessionKey, list[tuple[str, str]]] = {}
+                    for item, _ in items:
+                        claim = item.claimed_as()
+                        if claim is not None:
+                            claims.setdefault(claim[0], []).append(claim[1:])
                     # under _io, as every write of numbers (``resetting``); Redis runs the numbers
                     # after the work, so one never lands without the commands it covers
                     with self._io:
                         numbers = self._numbers(*riding).get(id(store), (store, {}))[1]
-                        replies = store.write(calls + store.target_calls(numbers), raise_on_error=False)
+                        riders = [store.target_if_claimed_call(session, target, claims.get(session, []))
+                                  for session, target in numbers.items()]
+                        replies = store.write(calls + riders, raise_on_error=False)
                     outcome, numbered = replies[:len(calls)], replies[len(calls):]
                     refused = next((r for r in numbered if isinstance(r, StoreError)), None)
                     if refused is not None:  # (as their own write would: not again at the end)
                         self._fatal(f"inbound MsgSeqNums of {sorted(map(str, numbers))} not recorded: {refused}")
+                        handled = set(numbers)
                         numbers = {}
-                    handled = True
+                    else:  # a number not written (a claim not new) goes with the answers, at the end
+                        numbers = {session: target for (session, target), reply in zip(numbers.items(), numbered)
+                                   if int(reply) == 1}
+                        handled |= set(numbers)
             except StoreError as exc:
                 # each piece of work learns its own outcome (settle checks the store); the
                 # numbers are written again, alone, at the end of the cycle

@@ -473,6 +473,9 @@ class OrderRequest:
         partition on another datastore is appended there, after the write."""
         return self.claim is not None and self.claim.colocated and not self.possdup
 
+    def claimed_as(self) -> tuple[SessionKey, str, str] | None:
+        return (self.key, self.claim.clordid, self.claim.value) if self.claim is not None else None
+
     def failed(self, exc: Exception) -> None:
         text = f"request not processed: {type(exc).__name__}"
         try:

@@ -229,6 +229,20 @@ for i = 4, #ARGV do entry[#entry + 1] = ARGV[i] end
 return redis.call('XADD', KEYS[3], '*', unpack(entry))
 """
 
+# The next expected inbound number, written only if each ClOrdID claim named holds the value of
+# the request that claimed it in the same round trip: a request found a duplicate, or refused,
+# is answered in a later round trip, and the number must not cover it before that answer is
+# stored (a crash in between would leave the request unanswered, and never asked for again).
+# KEYS: owner, state, the claim keys. ARGV: epoch, targetSeqNum (4 bytes), each claim's value.
+# Returns 1 written, 0 not (some claim is not its request's).
+TARGET_IF_CLAIMED = _FENCE + """
+for i = 3, #KEYS do
+  if redis.call('GET', KEYS[i]) ~= ARGV[i] then return 0 end
+end
+redis.call('HSET', KEYS[2], 'targetSeqNum', ARGV[2])
+return 1
+"""
+
 # KEYS: owner, state. ARGV: epoch, then field/value pairs of the state hash.
 UPDATE_STATE = _FENCE + """
 for i = 2, #ARGV, 2 do

@@ -157,6 +157,7 @@ class SessionStore:
         self._sources: dict[str, str] = {}  # sha → script, for reloading after NOSCRIPT
         self._commit = self._script(scripts.COMMIT_OUTBOUND)
         self._update = self._script(scripts.UPDATE_STATE)
+        self._target_if_claimed = self._script(scripts.TARGET_IF_CLAIMED)
         self._reset = self._script(scripts.RESET_SESSION)
         self._stamp = self._script(scripts.STAMP_OWNER)
         self._batch = self._script(scripts.COMMIT_BATCH)
@@ -425,6 +426,13 @@ class SessionStore:
         return [self.script_call(self._update, [session.owner, session.state],
                                  [self.fence.epoch, "targetSeqNum", encode_state_field("targetSeqNum", seq_num)])
                 for session, seq_num in targets.items()]
+
+    def target_if_claimed_call(self, session: SessionKey, seq_num: int, claims: list[tuple[str, str]]) -> Call:
+        """``session``'s next expected number, written only if every (ClOrdID, value) claim in
+        ``claims`` holds that value (``TARGET_IF_CLAIMED``): the reply is 1 written, 0 not."""
+        keys = [session.owner, session.state] + [session.clordid(clordid) for clordid, _ in claims]
+        args = [self.fence.epoch, encode_state_field("targetSeqNum", seq_num)] + [value for _, value in claims]
+        return self.script_call(self._target_if_claimed, keys, args)
 
     def record_connection_start(self, session: SessionKey, when_ns: int | None = None) -> None:
         self._update_state(session, {"connectionStartTime": when_ns if when_ns is not None else now_ns()})

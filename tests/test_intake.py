@@ -30,8 +30,13 @@ class Claiming:
     reads_first: bool = False
     replies: list[Any] = field(default_factory=list)
 
+    value: str = '{"orderId":"o"}'
+
     def prepare(self) -> list[tuple[Any, ...]]:
-        return [self.store.claim_call(self.session, self.clordid, '{"orderId":"o"}', 60_000)]
+        return [self.store.claim_call(self.session, self.clordid, self.value, 60_000)]
+
+    def claimed_as(self) -> tuple[SessionKey, str, str]:
+        return self.session, self.clordid, self.value
 
     def settle(self, replies: list[Any] | StoreError) -> None:
         self.replies.append(replies)
@@ -152,3 +157,55 @@ def test_an_answer_brings_its_inbound_number_into_its_own_cycle(store: CountedSt
     box.record(session, store, 2)  # a new FIX session counts from the start again
     box.flush()
     assert store.load_state(session).target_seq_num == 2 and written[-1] == (session, 2)
+
+
+@pytest.mark.parametrize("riding", [True, False])
+def test_a_request_the_work_refuses_is_answered_in_the_same_cycle_before_its_number_is_stored(
+        store: CountedStore, riding: bool) -> None:
+    """A claim found taken (a duplicate ClOrdID; the same holds for one the store refused) is
+    answered by the gateway itself, after the write. That answer is committed in the same cycle,
+    offered the number; the number is never stored before it: had it been, a crash before the
+    answer left the request neither answered nor asked for again after the takeover."""
+    session = session_of(store)
+    store.write([store.claim_call(session, "A", '{"orderId":"an earlier order"}', 60_000)])
+    store.writes.clear()  # type: ignore[attr-defined]
+    delivered: list[tuple[list[Any], int | None, int]] = []  # (answers, number offered, target stored then)
+    written: list[tuple[SessionKey, int]] = []
+
+    def deliver(batches: list[tuple[Any, list[Any]]], numbers: Any) -> list[Any]:
+        with numbers:
+            delivered.append(([d for _, ds in batches for d in ds], numbers.offered(session),
+                              store.load_state(session).target_seq_num))
+            store.set_next_target_seq_num(session, numbers.offered(session))  # as the group commit does
+            numbers.stored(session)
+        return [deliveries for _, deliveries in batches]
+
+    box = Intake(lambda why: None, lambda s, n: written.append((s, n)), deliver)
+    box.stop()
+
+    class Refused(Claiming):
+        def settle(self, replies: list[Any] | StoreError) -> None:
+            super().settle(replies)
+            if not isinstance(replies, StoreError) and int(replies[0]) == 0:  # taken: a duplicate
+                box.answer(SessionName(str(session)), "A refused: duplicate", (session, store, 8))  # type: ignore[arg-type]
+
+    box.submit(Refused(store, session, "B"))  # new
+    box.submit(Refused(store, session, "A", complete=riding))
+    box.record(session, store, 8)
+    box.flush()
+    assert delivered == [(["A refused: duplicate"], 8, 1)], \
+        "the refusal went out in the cycle that wrote the claim, with the number, stored only then"
+    assert store.load_state(session).target_seq_num == 8 and written == [(session, 8)]
+
+
+def test_a_riding_number_is_written_when_every_claim_it_covers_is_its_requests(store: CountedStore) -> None:
+    """A claim replayed (its reply lost, the write sent again) holds its own request's value:
+    the number rides as for a new one."""
+    session = session_of(store)
+    store.write([store.claim_call(session, "A", '{"orderId":"o"}', 60_000)])  # the first try landed
+    store.writes.clear()  # type: ignore[attr-defined]
+    box, written = intake()
+    box.submit(Claiming(store, session, "A"))
+    box.record(session, store, 5)
+    box.flush()
+    assert store.writes == [2] and store.load_state(session).target_seq_num == 5 and written == [(session, 5)]

@@ -53,6 +53,7 @@ from tests.venue import (
     check_partition_trades_as_the_reference,
     first_answered_after,
     seen_between,
+    trace_requests,
     watch_ready,
 )
 
@@ -193,10 +194,13 @@ class Run:
         for c in (self.c1, self.c2, self.dc):
             if c.logout_texts:
                 print(f"{c.name} was logged out: {c.logout_texts}")
-        sent = check_every_request_answered_once(self.flow, [self.c1, self.c2])
+        net, store = self.system.net, self.system.store
+        try:
+            sent = check_every_request_answered_once(self.flow, [self.c1, self.c2])
+        except AssertionError as failure:
+            raise AssertionError(f"{failure}\n{self._trace(failure, partitions)}") from None
         check_no_sequence_number_twice([self.c1, self.c2, self.dc])
         filled = check_drop_copy_has_every_fill([self.c1, self.c2], self.dc)
-        net, store = self.system.net, self.system.store
         compared = 0
         with net.inside("gw"):  # reaches both datastores' hosts
             store_client = connect(RedisEndpoint(**parse_address(store.url)))  # a URL or a Sentinel group
@@ -219,6 +223,25 @@ class Run:
         print(f"{sent} requests answered once each, {filled} fills on the drop copy once each, {compared} commands "
               f"matched as the reference; violations: 0")
         return out
+
+    def _trace(self, failure: AssertionError, partitions: list[tuple[ValkeyProcess, int]]) -> str:
+        """What became of the requests a failure names, and the gateway's warnings: enough to tell
+        which step lost one, from a single failed run."""
+        clordids = re.findall(r"'([a-z]\d+)'", str(failure))
+        gateway_log = self.system.gateway.log
+        logs = sorted(gateway_log.parent.glob("out*.log")) + sorted(gateway_log.parent.parent.glob("outbox*.log"))
+        start = self.faults[0].start if self.faults else 0.0
+        try:
+            with self.system.net.inside("gw"):
+                store_client = connect(RedisEndpoint(**parse_address(self.system.store.url)))
+                trace = trace_requests(clordids, self.flow, [self.c1, self.c2], store_client,
+                                       [redis.Redis.from_url(s.url, socket_timeout=5) for s, _ in partitions], logs,
+                                       since=start)
+        except Exception as exc:  # noqa: BLE001 (a diagnostic: never hide the failure itself)
+            trace = f"(no trace: {type(exc).__name__}: {exc})"
+        warnings = [f"{path.name}: {line.rstrip()[:240]}" for path in logs for line in open(path, errors="replace")
+                    if " WARNING " in line or " ERROR " in line or " CRITICAL " in line]
+        return trace + "\nwarnings and errors logged:\n" + "\n".join(warnings[-80:])
 
     def close(self) -> None:
         self.stop_watch.set()

@@ -277,3 +277,54 @@ def check_partition_trades_as_the_reference(partition_client, store_client, part
     got = [project(p) for _, p in sorted(events.values(), key=lambda x: x[0])]  # type: ignore[arg-type]
     assert got == expected, f"partition {partition}: {len(got)} events received, the reference gives {len(expected)}"
     return len(commands)
+
+
+def trace_requests(clordids: list[str], flow: Flow, clients: list[DemoClient], store_client,  # type: ignore[no-untyped-def]
+                   partition_clients: list, logs: list, namespace: str = "e2e",  # type: ignore[type-arg]
+                   since: float = 0.0) -> str:
+    """Where each of ``clordids`` got to, for a failure's message: when it was sent, what the
+    client received about it, its ClOrdID claim in the session store, the commands and events of
+    the partitions and the gateway's inbox entries naming it, and the log lines that name it."""
+    out = []
+    for clordid in clordids[:5]:
+        with flow.lock:
+            client, kind = flow.sent.get(clordid, (None, "?"))
+            at = flow.sent_at.get(clordid, 0.0)
+        mark = f"client_order_id='{clordid}'"
+        lines = [f"{clordid} ({kind}) sent {at - since:+.2f} s from the first fault by "
+                 f"{client.name if client else '?'}"]
+        for c in clients:
+            got = reports(c, clordid)
+            if got:
+                lines.append(f"  {c.name} received: " + "; ".join(
+                    "|".join(f"{t}={r[t]}" for t in (34, 35, 11, 41, 150, 39, 43, 58) if t in r) for r in got))
+        if client is not None:
+            claim = store_client.get(GatewayKey(namespace, "fsg").session(client.name).clordid(clordid))
+            lines.append(f"  claim in the session store: {claim!r}")
+        for p, pc in enumerate(partition_clients):
+            keys = PartitionKeys(p)
+            for stream in (keys.commands, keys.events):
+                for entry_id, fields in pc.xrange(stream):
+                    for value in fields.values():
+                        try:
+                            text = repr(parse_command(value, 2) if stream == keys.commands else parse_event(value))
+                        except Exception:  # noqa: BLE001 (not a command or an event field)
+                            continue
+                        if mark in text:
+                            lines.append(f"  partition {p} {stream.rsplit(':', 1)[-1]} {entry_id!r}: {text[:300]}")
+        for entry_id, fields in store_client.xrange(GatewayKey(namespace, "fsg").inbox_stream):
+            try:
+                text = repr(parse_event(fields[b"event"]))
+            except Exception:  # noqa: BLE001
+                continue
+            if mark in text:
+                lines.append(f"  inbox {entry_id!r}: {text[:200]}")
+        for log_path in logs:
+            try:
+                for line in open(log_path, errors="replace"):
+                    if clordid in line.split():
+                        lines.append(f"  {log_path.name}: {line.rstrip()[:300]}")
+            except OSError:
+                continue
+        out.append("\n".join(lines))
+    return "\n".join(out)
