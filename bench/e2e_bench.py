@@ -64,13 +64,13 @@ PIPELINE = 50  # orders a write in the throughput run (bench/gateway_bench.py: P
 PINNED = 'cpu_affinity = "auto"\ndispatch_linger = "0ms"'
 
 
-def client(port: int, orders: int, rate: float, seconds: float) -> None:
+def client(port: int, orders: int, rate: float, seconds: float, sender: str = "CLIENT1") -> None:
     # The load generator's own pauses would count as the gateway's latency. Its garbage is
     # acyclic (freed by reference counting), but its bookkeeping grows with every order, and the
     # cyclic collector's full passes over it stopped it for 17–25 ms at a time: the one spike of a
     # 2,000/s run, 12.7 s in, every run (2026-12-02, gc.callbacks in each process).
     gc.disable()
-    session = RawSession(port)
+    session = RawSession(port, sender=sender)
     send, conn = session.send, session.conn
 
     def order_body(clordid: str) -> str:
@@ -236,6 +236,17 @@ def per_order(before: tuple[int, int, int], after: tuple[int, int, int], orders:
     return {"commands": commands / orders, "scripts": scripts / orders, "round_trips": reads / orders}
 
 
+def command_calls(server: Any) -> dict[str, int]:
+    """Valkey's calls so far per command (INFO commandstats; those inside scripts included)."""
+    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in server.client().info("commandstats").items()}
+
+
+def calls_per_order(before: dict[str, int], after: dict[str, int], orders: int) -> list[tuple[str, float]]:
+    """The commands an order cost, most first."""
+    return sorted(((name, (n - before.get(name, 0)) / orders) for name, n in after.items()
+                   if n > before.get(name, 0)), key=lambda x: -x[1])
+
+
 HOPS = (("gateway in", "client send → its claim script in Valkey (front, QuickFIX, fromApp, intake)"),
         ("cell wakes", "→ the conductor's first read of it (blocking read returns, dedup read sent)"),
         ("cell", "→ the conductor's commit (matched, staged, report into the gateway's inbox)"),
@@ -315,9 +326,10 @@ def main() -> None:
     ap.add_argument("--low-rate", type=float, default=100, help="also measure latency at this sustainable rate")
     ap.add_argument("--trace-rate", type=float, default=50, help="one order at a time, each traced through Valkey")
     ap.add_argument("--client", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--sender", default="CLIENT1", help=argparse.SUPPRESS)  # the client's session (groups_bench.py)
     args = ap.parse_args()
     if args.client:
-        return client(args.client, args.orders, args.rate, args.seconds)
+        return client(args.client, args.orders, args.rate, args.seconds, args.sender)
 
     echo_port = free_port()
     echo = subprocess.Popen([sys.executable, str(ROOT / "bench" / "gateway_bench.py"), "--serve-memory",
@@ -334,10 +346,11 @@ def main() -> None:
     with running_system("fixgw-e2e-", pinned, gateway_lines=PINNED) as (system, server):
         procs = system_processes(system, server)
         wait_idle(list(procs.values()))  # (the cells' start-up work is not an order's)
-        low_before, low_counts = all_cpu_seconds(procs), valkey_counts(server)
+        low_before, low_counts, low_calls = all_cpu_seconds(procs), valkey_counts(server), command_calls(server)
         low = measure(system.fix_port, args, rate=args.low_rate, orders=200)  # before any backlog
         low["cpu_ms"] = 1000 * (all_cpu_seconds(procs) - low_before) / (200 + low["paced"])
         low_valkey = per_order(low_counts, valkey_counts(server), 200 + int(low["paced"]))
+        low_by_command = calls_per_order(low_calls, command_calls(server), 200 + int(low["paced"]))
         # One order at a time, every command Valkey runs watched (MONITOR slows Valkey: its own
         # run, for where the time goes, not for the latency rows).
         wait_idle(list(procs.values()))
@@ -346,10 +359,12 @@ def main() -> None:
         hop_ms = hops(lines, traced["wall"])
         wait_idle(list(procs.values()))
         cpu_before, counts_before = {name: cpu_seconds(pid) for name, pid in procs.items()}, valkey_counts(server)
+        calls_before = command_calls(server)
         rewrites_before, aof_before = aof_state(server)
         ours = measure(system.fix_port, args)
         cpu_used = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in procs.items()}
         ours_valkey = per_order(counts_before, valkey_counts(server), args.orders + int(ours["paced"]))
+        ours_by_command = calls_per_order(calls_before, command_calls(server), args.orders + int(ours["paced"]))
         rewrites_after, aof_after = aof_state(server)
         rewrites = rewrites_after - rewrites_before
         aof_per_order = (aof_after - aof_before) / (args.orders + ours["paced"]) if not rewrites else None
@@ -452,6 +467,8 @@ def main() -> None:
     for name, counts in (("throughput and paced runs", ours_valkey), (f"at {args.low_rate:.0f}/s", low_valkey)):
         print(f"  {name:28} {counts['commands']:6.1f} commands  {counts['scripts']:5.1f} scripts  "
               f"{counts['round_trips']:5.1f} round trips")
+    for name, by_command in (("saturated, by command", ours_by_command), (f"at {args.low_rate:.0f}/s", low_by_command)):
+        print(f"  {name:28} " + ", ".join(f"{command} {n:.2f}" for command, n in by_command if n >= 0.05))
     traced_n = len(hop_ms["gateway in"])
     print(f"\nWhere an unloaded order's time goes: one at a time at {args.trace_rate:.0f}/s, {traced_n} orders, every "
           "command Valkey ran\nwatched (MONITOR, µs timestamps; it slows Valkey a little):")

@@ -139,7 +139,7 @@ class SessionAdmin:
 
     def _active_holder(self) -> str:
         holders = []
-        for kind in self.host.settings.kinds():
+        for kind in self.host.settings.groups():
             try:
                 value = self.host.client.get(GatewayKey(self.host.namespace, kind).lock)
             except RedisError as exc:
@@ -157,7 +157,7 @@ class SessionAdmin:
         session = self._engine_session(cfg)
         app = host.application
         text = cfg.session_id_text
-        stored = host.stores[cfg.kind].load_state(key)
+        stored = host.stores[cfg.gateway].load_state(key)
         owner = host.client.get(key.owner)
         dispatcher = getattr(host.behaviour, "dispatcher", None)
         parked = dispatcher is not None and str(key) in getattr(dispatcher, "parked", {})
@@ -225,7 +225,7 @@ class SessionAdmin:
 
     def _numbers(self, cfg: SessionConfig) -> dict[str, Any]:
         session = self._engine_session(cfg)
-        stored = self.host.stores[cfg.kind].load_state(cfg.key(self.host.namespace))
+        stored = self.host.stores[cfg.gateway].load_state(cfg.key(self.host.namespace))
         return {"next_sender": session.getExpectedSenderNum() if session is not None else None,
                 "next_target": session.getExpectedTargetNum() if session is not None else None,
                 "last_sent": stored.last_sent_seq_num}
@@ -244,7 +244,7 @@ class SessionAdmin:
         with app._send_locks[cfg.session_id_text], app._persist_locks[key]:
             before = self._numbers(cfg)
             try:
-                self.host.stores[cfg.kind].set_next_sender_seq_num(key, seq)
+                self.host.stores[cfg.gateway].set_next_sender_seq_num(key, seq)
             except SequenceReuse as exc:
                 raise AdminRefused(409, f"{exc} (a number is never sent twice)") from None
             if session is not None:
@@ -259,7 +259,7 @@ class SessionAdmin:
         session = self._engine_session(cfg)
         with app.intake.resetting(key):  # no number queued before this lands after it
             before = self._numbers(cfg)
-            self.host.stores[cfg.kind].set_next_target_seq_num(key, seq)
+            self.host.stores[cfg.gateway].set_next_target_seq_num(key, seq)
             if session is not None:
                 session.setNextTargetMsgSeqNum(seq)
             return {"before": before, "after": self._numbers(cfg)}
@@ -275,7 +275,7 @@ class SessionAdmin:
         with app._send_locks[cfg.session_id_text]:
             before = self._numbers(cfg)
             session.reset()  # Logout (stored as usual) and disconnect if on; the engine's copy back to 1
-            app._reset(key, self.host.stores[cfg.kind], next_target=1)
+            app._reset(key, self.host.stores[cfg.gateway], next_target=1)
             return {"before": before, "after": self._numbers(cfg)}
 
     def _logout(self, cfg: SessionConfig, params: dict[str, Any]) -> dict[str, Any]:

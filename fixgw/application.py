@@ -151,7 +151,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         """QuickFIX's text of ``sid``, and the session's settings, key and store."""
         text = sid.toString()
         cfg, key = self._keys[text]
-        return text, cfg, key, self.stores[cfg.kind]
+        return text, cfg, key, self.stores[cfg.gateway]
 
     def _name(self, sid: fix.SessionID) -> str:
         text = sid.toString()
@@ -327,7 +327,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         locked = self.lockout.locked_for(cfg.name)
         if locked:
             return f"too many refused Logons: locked for {locked:.0f}s more"
-        current = self.stores[cfg.kind].password_hash(key) or cfg.password_hash  # changed at a Logon, or configured
+        current = self.stores[cfg.gateway].password_hash(key) or cfg.password_hash  # changed at a Logon, or configured
         problem = credentials_problem(fields, cfg.username, current)
         if problem is None:
             self.lockout.accepted(cfg.name)
@@ -351,7 +351,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         problem = new_password_problem(new, old)
         if problem is not None:
             return f"NewPassword (925) refused: {problem}"
-        self.stores[cfg.kind].set_password_hash(key, hash_password(new))
+        self.stores[cfg.gateway].set_password_hash(key, hash_password(new))
         self._password_changed.add(sid.toString())
         log.info("%s: password changed at Logon", key)
         return None
@@ -522,7 +522,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
             return
         if msg_type == "A":
             self._logon_target[key] = target
-        self.intake.record(key, self.stores[cfg.kind], target)  # written behind, after the message's work (intake.py)
+        self.intake.record(key, self.stores[cfg.gateway], target)  # written behind, after the message's work (intake.py)
 
     def disconnect_all(self, reason: str) -> None:
         """Close every session's connection, saying why in the log (not in a Logout)."""
@@ -539,7 +539,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         Redis starts the period once (``SessionStore.start_period``). False: Redis had it already."""
         text = sid.toString()
         cfg, key = self._keys[text]
-        store = self.stores[cfg.kind]
+        store = self.stores[cfg.gateway]
         with self._send_locks[text]:
             session = fix.Session.lookupSession(sid)
             if session is not None:

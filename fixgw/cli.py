@@ -151,7 +151,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         env = {**os.environ, "REDIS_URL": server.url, "REDIS_PASSWORD_ENV": EMBEDDED_PASSWORD_ENV,
                EMBEDDED_PASSWORD_ENV: password, "MATCHING_PARTITION_COUNT": str(matching.partition_count),
                "MATCHING_INSTRUMENTS": str(matching.instruments), "PYTHONPATH": str(ROOT)}
-        also = [f"--also={GatewayKey(store_settings.namespace, 'dc').inbox_stream}"] if "dc" in settings.kinds() else []
+        also = [f"--also={GatewayKey(store_settings.namespace, group).inbox_stream}"
+                for group, kind in settings.groups().items() if kind == "dc"]
         env["MATCHING_INBOX_DELIVERY"] = matching.inbox_delivery
         if matching.transport == "rabbitmq":  # commands and events through the broker
             env["MATCHING_INBOX_DELIVERY"] = "outbox"

@@ -73,6 +73,12 @@ class SessionConfig(BaseModel):
 
     name: str
     kind: Literal["fsg", "dc"] = "fsg"
+    # The session group: the gateway part of the session's keys ({namespace/group/name}, seed
+    # 004), and the dispatcher lock, fencing epoch and inbox it shares with the sessions of its
+    # group. A gateway process serves the groups of the sessions it lists, holding one lock each;
+    # groups on separate processes (and hosts) scale order entry out. Default: the kind ("fsg",
+    # "dc"). Every group of one kind; a drop copy's group must be one the cells copy to.
+    group: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.@-]+$")
     begin_string: Literal["FIX.4.2", "FIX.4.4", "FIXT.1.1"] = "FIX.4.4"
     default_appl_ver_id: str = "FIX.5.0SP2"  # FIXT.1.1 only
     sender_comp_id: str | None = None  # defaults to [gateway] sender_comp_id
@@ -143,7 +149,13 @@ class SessionConfig(BaseModel):
 
     def with_defaults(self, sender: str) -> SessionConfig:
         return self.model_copy(update={"sender_comp_id": self.sender_comp_id or sender,
-                                       "target_comp_id": self.target_comp_id or self.name})
+                                       "target_comp_id": self.target_comp_id or self.name,
+                                       "group": self.group or self.kind})
+
+    @property
+    def gateway(self) -> str:
+        """The gateway part of its keys: its group (filled in by ``GatewaySettings``)."""
+        return self.group or self.kind
 
     @property
     def session_id_text(self) -> str:
@@ -156,7 +168,7 @@ class SessionConfig(BaseModel):
         return f"{self.begin_string}-{self.sender_comp_id}-{self.target_comp_id}"
 
     def key(self, namespace: str) -> SessionKey:
-        return _session_key(namespace, self.kind, self.name)
+        return _session_key(namespace, self.gateway, self.name)
 
 
 # Asked for on every message; a SessionKey checks its parts when it is made.
@@ -356,7 +368,13 @@ class GatewaySettings(BaseModel):
         if len(set(ids)) != len(ids):
             raise ValueError("two sessions share BeginString/SenderCompID/TargetCompID")
         for s in self.session:
-            SessionKey("x", s.kind, s.name)  # the name must be usable in a key
+            SessionKey("x", s.gateway, s.name)  # the name must be usable in a key
+        kinds: dict[str, set[str]] = {}
+        for s in self.session:
+            kinds.setdefault(s.gateway, set()).add(s.kind)
+        mixed = sorted(group for group, of in kinds.items() if len(of) > 1)
+        if mixed:
+            raise ValueError(f"groups {mixed} hold both order-entry and drop-copy sessions: a group is of one kind")
         return self
 
     @property
@@ -366,8 +384,9 @@ class GatewaySettings(BaseModel):
         except ValueError:
             return self.host == "localhost"
 
-    def kinds(self) -> list[str]:
-        return sorted({s.kind for s in self.session})
+    def groups(self) -> dict[str, str]:
+        """The session groups this gateway serves (one lock each), with their kind."""
+        return {s.gateway: s.kind for s in sorted(self.session, key=lambda s: s.gateway)}
 
     def quickfix_settings(self, store_path: Path, engine_port: int | None = None) -> str:
         """QuickFIX's SessionSettings file for these sessions. ``engine_port``: QuickFIX listens

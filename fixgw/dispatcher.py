@@ -122,7 +122,10 @@ class Dispatcher(threading.Thread):
         self.batch = context.store_settings.dispatchBatchSize
         self.linger = Linger(context.settings.dispatch_linger, self.batch)  # (after a small batch: matching/linger.py)
         ns = context.namespace
-        self.streams = {GatewayKey(ns, kind).inbox_stream: kind for kind in context.settings.kinds()}
+        # Each group's inbox (stream → group) and each group's kind: a group's dispatcher reads
+        # the events of its own sessions, and the drop copy's group every copy.
+        self.group_kinds = context.settings.groups()
+        self.streams = {GatewayKey(ns, group).inbox_stream: group for group in self.group_kinds}
         self.sessions = {str(cfg.key(ns)): cfg for cfg in context.settings.session}
         self.key_text = {cfg.name: text for text, cfg in self.sessions.items()}  # asked for per event
         self.drop_copies = [cfg for cfg in context.settings.session if cfg.kind == DROP_COPY]
@@ -211,7 +214,7 @@ class Dispatcher(threading.Thread):
         delivered to every session they concern (to acknowledge)."""
         acks: list[tuple[str, list[bytes]]] = []
         for stream, kind in self.streams.items():
-            waiting = {key for key in self.parked if self.sessions[key].kind == kind}
+            waiting = {key for key in self.parked if self.sessions[key].gateway == kind}
             position: Any = "0"
             while waiting:
                 entries: Entries = next((e for _, e in self._read([], {stream: position}, None) if e), [])
@@ -256,7 +259,7 @@ class Dispatcher(threading.Thread):
         views = events = 0
         cutoff = now - int(link.delivery_retention * 1000)
         for cfg in self.context.settings.session:
-            store = self.context.stores[cfg.kind]
+            store = self.context.stores[cfg.gateway]
             for _ in range(RETENTION_PASSES):
                 v, e = store.trim_delivered(cfg.key(self.context.namespace), cutoff, RETENTION_LIMIT)
                 views, events = views + v, events + e
@@ -437,7 +440,7 @@ class Dispatcher(threading.Thread):
                     views[(key, oid)] = view
             if not missing:
                 continue
-            store = self.context.stores[cfg.kind]
+            store = self.context.stores[cfg.gateway]
             by_store.setdefault(id(store.client), (store, []))[1].append((key, cfg.key(self.context.namespace),
                                                                            missing))
         for store, sessions in by_store.values():
@@ -473,30 +476,33 @@ class Dispatcher(threading.Thread):
         inbox_ids = [f"{event.event_id}:{role}" for role in "OMT"]  # see translation.event_messages
         ns = self.context.namespace
         fresh = [cfg for cfg, _ in self.targets(kind, event) if self.key_text[cfg.name] not in self.parked
-                 and not any(self.context.stores[cfg.kind].delivered(cfg.key(ns), i) for i in inbox_ids)]
+                 and not any(self.context.stores[cfg.gateway].delivered(cfg.key(ns), i) for i in inbox_ids)]
         if fresh:
             self.context.metrics.events_out_of_order.labels(str(event.partition)).inc()
             log.error("dispatcher: event %s (partition %d offset %s) arrived after offset %s-%s and was not "
                       "delivered before: delivering it late", event.event_id, event.partition,
                       offset_raw.decode(), *last)
 
-    def targets(self, kind: str, event: Event) -> list[tuple[SessionConfig, tuple[str, ...]]]:
+    def targets(self, group: str, event: Event) -> list[tuple[SessionConfig, tuple[str, ...]]]:
+        """The sessions of ``group`` (its inbox's) that ``event`` concerns, with their roles in it."""
         p = event.payload
         parts: dict[str, Any] = {"maker": p.maker, "taker": p.taker} if isinstance(p, DealExecuted) else {"order": p}
-        if kind == "fsg":
+        if self.group_kinds.get(group) != DROP_COPY:
             by_owner: dict[str, list[str]] = {}
             for role, state in parts.items():
                 by_owner.setdefault(state.owner, []).append(role)
             fsg: list[tuple[SessionConfig, tuple[str, ...]]] = []
             for owner, roles in by_owner.items():
-                cfg = self.sessions.get(owner)
-                if cfg is not None and cfg.kind == "fsg":
+                cfg = self.sessions.get(owner)  # (an owner is its session's key: its group included)
+                if cfg is not None and cfg.kind != DROP_COPY and cfg.gateway == group:
                     fsg.append((cfg, tuple(roles)))
             return fsg
         if event.type is EventType.COMMAND_REFUSED:
             return []  # no order came of it: nothing for a drop copy
         dc: list[tuple[SessionConfig, tuple[str, ...]]] = []
         for cfg in self.drop_copies:
+            if cfg.gateway != group:
+                continue
             heard = tuple(r for r, state in parts.items() if not cfg.accounts or state.account in cfg.accounts)
             if heard:
                 dc.append((cfg, heard))

@@ -1,7 +1,7 @@
 """The gateway process: standby until it holds the lock, then a QuickFIX acceptor on Redis.
 
 Lifecycle: start the HTTP endpoints (/ready answers 503 while standby); wait for the
-dispatcher lock of every gateway kind it serves (``{ns/fsg}``, ``{ns/dc}``), meanwhile keeping
+dispatcher lock of every session group it serves (``{ns/fsg}``, ``{ns/dc}``, …), meanwhile keeping
 a copy of every session's stored messages in QuickFIX's FileStore format (``warm_copy``); stamp
 each session with the new fencing epoch; check the copy against Redis and bring it up to date
 (materialise); start the acceptor. Losing a lock ends the process at once (exit 3)
@@ -74,7 +74,7 @@ class Gateway:
         self.locks = {
             kind: DispatcherLock(self.client, GatewayKey(self.namespace, kind), ttl=store_settings.lockTtl,
                                  renewal=store_settings.lockRenewalInterval, on_lost=self._lost(kind))
-            for kind in settings.kinds()
+            for kind in settings.groups()
         }
         # One view of the session store's availability for every caller: what /ready reports.
         # A write the replicas did not acknowledge (replicaAcks) is held too: right after a
@@ -207,7 +207,7 @@ class Gateway:
         last_sent: dict[SessionKey, int] = {}
         for cfg in self.settings.session:
             key = cfg.key(self.namespace)
-            store = self.stores[cfg.kind]
+            store = self.stores[cfg.gateway]
             store.stamp_owner(key)
             state = store.load_state(key)
             scheduled = self.schedules.get(cfg.session_id_text)
@@ -235,7 +235,7 @@ class Gateway:
 
     def rematerialise(self, cfg: SessionConfig) -> None:
         """Rewrite one session's FileStore from Redis (QuickFIX re-reads it on ``refresh``)."""
-        store = self.stores[cfg.kind]
+        store = self.stores[cfg.gateway]
         loaded = store.load(cfg.key(self.namespace))
         start = loaded.state.session_start_time or time.time_ns()
         write_session(Path(self.settings.state_dir) / "filestore", cfg.store_prefix, loaded, start)
@@ -351,7 +351,7 @@ class Gateway:
         if schedule.new_period_due(self._period_starts.get(text), now) is None:
             return
         started = app.start_new_period(sid, period.start_ns, keep_ms)
-        state = self.stores[cfg.kind].load_state(key)
+        state = self.stores[cfg.gateway].load_state(key)
         self._period_starts[text] = state.session_start_time
         self.metrics.period_start.labels(str(key)).set((state.session_start_time or 0) / 1e9)
         self.metrics.sender_seq.labels(str(key)).set(state.sender_seq_num)

@@ -79,7 +79,7 @@ class GroupCommit:
         number = None
         if inbound_seq is not None and inbound_seq < MAX_SEQ_NUM:
             cfg, key = self._keys[sid.toString()]
-            number = (key, self.stores[cfg.kind], inbound_seq + 1)
+            number = (key, self.stores[cfg.gateway], inbound_seq + 1)
         self.intake.answer(sid, delivery, number, then)
 
     def deliver_many(self, batches: list[tuple[fix.SessionID, list[SessionMessage]]], numbers: InboundNumbers | None = None

@@ -143,7 +143,7 @@ class OrderEntryBehaviour:
             self.amqp.connect()
         except AmqpUnavailable as exc:
             raise ConfigError(f"{exc} ([matching] amqp_url)") from None
-        for kind in context.settings.kinds():
+        for kind in context.settings.groups():
             stream = GatewayKey(self.namespace, kind).inbox_stream
 
             def write(entries: list[dict[str, bytes | str]], stream: str = stream) -> None:
@@ -202,7 +202,7 @@ class OrderEntryBehaviour:
         ``account``, ``symbol``, ``side`` only when given. Orders not yet acknowledged by their
         cell (no view yet) are not seen here."""
         out = []
-        for raw in self.context.stores[cfg.kind].all_order_views(cfg.key(self.namespace)).values():
+        for raw in self.context.stores[cfg.gateway].all_order_views(cfg.key(self.namespace)).values():
             view = tr.OrderView.from_json(raw)
             if view.status in CLOSED_STATUSES or view.symbol not in self.table.by_symbol:
                 continue
@@ -261,7 +261,7 @@ class OrderEntryBehaviour:
             fix.Session.sendToTarget(business_reject(seq, msg_type, f"throttled: over {cfg.max_messages_per_second:g} "
                                                      "application messages per second", f.get(11, "")), sid)
             return
-        request = OrderRequest(self, self.context.stores[cfg.kind], sid, cfg, key, f, msg_type, seq, possdup)
+        request = OrderRequest(self, self.context.stores[cfg.gateway], sid, cfg, key, f, msg_type, seq, possdup)
         if msg_type == "D":
             self._new_order(request)  # translated here (pure): a refusal is answered without waiting
             if request.claim is None:

@@ -253,11 +253,13 @@ def check_drop_copy_has_every_fill(traders: list[DemoClient], drop_copy: DemoCli
 
 
 def check_partition_trades_as_the_reference(partition_client, store_client, partition: int,  # type: ignore[no-untyped-def]
-                                            instruments: str, namespace: str = "e2e") -> int:
+                                            instruments: str, namespace: str = "e2e",
+                                            groups: tuple[str, ...] = ("fsg",)) -> int:
     """Every command in the partition's stream, applied once in stream order by the reference
     matcher, gives exactly the events the gateway received from that partition (its inbox, in
     the partition's order, each event once): no order matched twice, none skipped, the books as
-    the reference's. Returns how many commands were compared."""
+    the reference's. ``groups``: the session groups whose inboxes hold the events (an event
+    concerning two groups is in both: counted once). Returns how many commands were compared."""
     keys = PartitionKeys(partition)
     commands: list[Command] = []
     seen: set[str] = set()
@@ -269,11 +271,12 @@ def check_partition_trades_as_the_reference(partition_client, store_client, part
     ref = ReferenceMatcher(InstrumentTable.load(instruments).by_pair, "cancel-taker")
     expected = [e for cmd in commands for e in ref.apply(cmd)]
     events: dict[str, tuple[tuple[int, int], object]] = {}
-    for _, fields in store_client.xrange(GatewayKey(namespace, "fsg").inbox_stream):
-        event = parse_event(fields[b"event"])
-        if event.partition == partition:
-            ms, _, n = fields[b"x-partition-offset"].decode().partition("-")
-            events.setdefault(event.event_id, ((int(ms), int(n)), event.payload))
+    for group in groups:
+        for _, fields in store_client.xrange(GatewayKey(namespace, group).inbox_stream):
+            event = parse_event(fields[b"event"])
+            if event.partition == partition:
+                ms, _, n = fields[b"x-partition-offset"].decode().partition("-")
+                events.setdefault(event.event_id, ((int(ms), int(n)), event.payload))
     got = [project(p) for _, p in sorted(events.values(), key=lambda x: x[0])]  # type: ignore[arg-type]
     assert got == expected, f"partition {partition}: {len(got)} events received, the reference gives {len(expected)}"
     return len(commands)
