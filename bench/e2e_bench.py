@@ -114,6 +114,9 @@ def client(port: int, orders: int, rate: float, seconds: float, sender: str = "C
     while len([c for c in sent if c in first]) < orders and time.perf_counter() < deadline:
         drain(time.perf_counter() + 0.05)
     throughput = orders / (max(first[c] for c in sent) - started)
+    # the burst on the wall clock, for a bench merging several load generators (groups_bench.py)
+    to_wall = time.time() - time.perf_counter()
+    burst = [started + to_wall, max(first[c] for c in sent) + to_wall]
     # A second of reading only: the paced run measures a steady rate, not the queue the burst
     # leaves behind it (its drop copies, acknowledgements, retention).
     drain(time.perf_counter() + 1.0)
@@ -132,7 +135,7 @@ def client(port: int, orders: int, rate: float, seconds: float, sender: str = "C
         order(cl)
     drain(time.perf_counter() + 3)
     lat = sorted((first[c] - sent[c]) * 1000 for c in paced if c in first)
-    print(json.dumps({"throughput": throughput, "p50_ms": statistics.median(lat),
+    print(json.dumps({"throughput": throughput, "burst": burst, "p50_ms": statistics.median(lat),
                       "p99_ms": lat[int(len(lat) * 0.99) - 1], "answered": len(lat), "paced": n,
                       "achieved_rate": n / (time.perf_counter() - 3 - t0),
                       "wall": {cl: times for cl, times in wall.items() if len(times) == 2}}))

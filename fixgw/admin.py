@@ -12,7 +12,14 @@ Over HTTP on the gateway's ``http_port`` (loopback), under ``/admin``, for opera
   004's reset), ``logout`` (``{"text": …}``), ``disconnect``, ``cancel-orders`` (every open order
   of the session, through the cells);
 - ``POST /admin/accounts/<account>/cancel-orders``: every open order of an account, whichever
-  order-entry session placed it.
+  order-entry session placed it;
+- ``POST /admin/sessions/<name>/release`` (``{"to": group, "timeout": seconds}``) on the gateway
+  serving an order-entry session, then ``POST /admin/sessions/<name>/adopt`` on the active
+  gateway of group ``to``: the session moved to another group (``fixgw-admin move-session``).
+  Release drains it (logged out, its Logons refused, its open orders canceled, every command
+  of it matched and every event delivered), fences it and hands its keys over
+  (``sessionstore/move.py``); adopt stamps it with the new group's epoch, rebuilds QuickFIX's
+  copy from the keys, and takes its Logons.
 
 An action that would break an invariant is refused with the reason (a next sender number at or
 below one already sent: 409) and changes nothing. Every request with a valid token, refused
@@ -35,11 +42,16 @@ from typing import Any, Protocol
 import quickfix as fix
 from redis.exceptions import RedisError
 
+from matching.keys import PartitionKeys
+from matching.outbox import GROUP as OUTBOX_GROUP
+from matching.pipeline import GROUP as CONDUCTOR_GROUP
 from sessionstore import SequenceReuse, SessionStore, StoreError
-from sessionstore.keys import GatewayKey, admin_audit
+from sessionstore.keys import GatewayKey, admin_audit, session_groups
+from sessionstore.move import MOVING, copy_keys, fence_source, serving_group, set_serving_group
 
 from .config import GatewaySettings, OperatorConfig, SessionConfig
 from .credentials import verify_password
+from .dispatcher import GROUP as DISPATCHER_GROUP
 from .inputs import MAX_SEQ_NUM
 
 log = logging.getLogger("fixgw.admin")
@@ -97,6 +109,9 @@ class AdminHost(Protocol):
     behaviour: Any
     front: Any
     active: threading.Event
+    away: set[str]  # sessions listed but served by another group (key texts)
+
+    def serves(self, cfg: SessionConfig) -> bool: ...
 
 
 @dataclass
@@ -192,6 +207,7 @@ class SessionAdmin:
         actions: dict[str, Callable[[SessionConfig, dict[str, Any]], dict[str, Any]]] = {
             "next-sender": self._next_sender, "next-target": self._next_target, "reset": self._reset,
             "logout": self._logout, "disconnect": self._disconnect, "cancel-orders": self._cancel_session,
+            "release": self._release, "adopt": self._adopt,
         }
         act = actions.get(action)
         if act is None:
@@ -319,6 +335,112 @@ class SessionAdmin:
                 if done:
                     canceled[cfg.name] = done
         return {"before": {"open_orders": sum(map(len, canceled.values()))}, "after": {"canceled": canceled}}
+
+
+    # --- moving a session to another group ---------------------------------------------------
+
+    def _release(self, cfg: SessionConfig, params: dict[str, Any]) -> dict[str, Any]:
+        """Drain, fence and hand over ``cfg`` to group ``to`` (``sessionstore/move.py``'s steps).
+        Not drained within ``timeout``: refused, the session served here again as before."""
+        to, timeout = params.get("to"), params.get("timeout", 30)
+        if not isinstance(to, str) or not to or not all(c.isalnum() or c in "_.@-" for c in to) or len(to) > 64:
+            raise AdminRefused(400, "to must name a session group (letters, digits, _ . @ -)")
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not 1 <= timeout <= 600:
+            raise AdminRefused(400, "timeout must be from 1 to 600 seconds")
+        if cfg.kind != "fsg":
+            raise AdminRefused(409, f"{cfg.name} is a drop copy: its group is the one the cells copy to")
+        if to == cfg.gateway:
+            raise AdminRefused(409, f"{cfg.name} is in group {to} already")
+        host, key = self.host, cfg.key(self.host.namespace)
+        if str(key) in host.away or not host.serves(cfg):
+            raise AdminRefused(409, f"{cfg.name} is not served by this gateway (group {cfg.gateway}): "
+                                    f"the directory says {serving_group(host.client, host.namespace, cfg.name)}")
+        orders, app = self._orders(), self._app()
+        before = {"group": cfg.gateway, "open_orders": len(orders.open_orders(cfg)), **self._numbers(cfg)}
+        set_serving_group(host.client, host.namespace, cfg.name, MOVING)  # no Logon anywhere meanwhile
+        host.away.add(str(key))
+        try:
+            sid = fix.SessionID(cfg.begin_string, cfg.sender_comp_id, cfg.target_comp_id)
+            session = self._engine_session(cfg)
+            if session is not None and session.isLoggedOn():
+                app.kick(sid, "the session is moving to another gateway of this venue: log on again in a moment")
+            canceled = self._drain(cfg, float(timeout))
+        except BaseException:
+            host.away.discard(str(key))
+            host.client.hdel(session_groups(host.namespace), cfg.name)  # served here, as before
+            raise
+        fence_source(host.client, key, to)
+        moved = copy_keys(host.client, key, to)
+        set_serving_group(host.client, host.namespace, cfg.name, to)
+        return {"before": before, "after": {"group": to, "session": str(key.moved_to(to)), "keys_moved": moved,
+                                            "canceled": canceled}}
+
+    def _drain(self, cfg: SessionConfig, timeout: float) -> list[str]:
+        """Until the session has no open order, every command appended to a partition has been
+        matched and every event the session's group received has been delivered, twice in a row;
+        its open orders canceled on the way. Returns the orders canceled."""
+        orders, stamp = self._orders(), f"move:{time.time_ns():x}"
+        canceled: list[str] = []
+        deadline, quiet_before = time.monotonic() + timeout, False
+        while True:
+            open_now = [v.order_id for v in orders.open_orders(cfg) if v.order_id not in canceled]
+            if open_now:
+                canceled += orders.cancel_orders(cfg, "operator", stamp)
+            quiet = not orders.open_orders(cfg) and self._streams_quiet(cfg)
+            if quiet and quiet_before:
+                return canceled
+            quiet_before = quiet
+            if time.monotonic() > deadline:
+                raise AdminRefused(409, f"{cfg.name} not drained within {timeout:g}s "
+                                        f"({len(orders.open_orders(cfg))} orders open): not moved")
+            time.sleep(0.25)
+
+    def _streams_quiet(self, cfg: SessionConfig) -> bool:
+        """Every partition's commands matched (and, by outbox, its events published), and the
+        session's group inbox read and acknowledged to its last entry."""
+        checks: list[tuple[Any, str, str]] = [(self.host.client, GatewayKey(self.host.namespace, cfg.gateway)
+                                               .inbox_stream, DISPATCHER_GROUP)]
+        router = getattr(self._orders(), "router", None)
+        for partition, client in (getattr(router, "clients", None) or {}).items():
+            keys = PartitionKeys(partition)
+            checks += [(client, keys.commands, CONDUCTOR_GROUP), (client, keys.events, OUTBOX_GROUP)]
+        return all(stream_caught_up(client, stream, group) for client, stream, group in checks)
+
+    def _adopt(self, cfg: SessionConfig, params: dict[str, Any]) -> dict[str, Any]:
+        """Serve ``cfg``, moved to this gateway's group by ``release``: stamped with this
+        gateway's epoch, QuickFIX's copy rebuilt from the keys, its Logons taken."""
+        host, key = self.host, cfg.key(self.host.namespace)
+        group = serving_group(host.client, host.namespace, cfg.name)
+        if group != cfg.gateway:
+            raise AdminRefused(409, f"{cfg.name} is not moved to group {cfg.gateway} (the directory says "
+                                    f"{group or 'nothing: it is served where its configuration says'}): "
+                                    "release it on the gateway serving it first")
+        app, store = self._app(), host.stores[cfg.gateway]
+        store.stamp_owner(key)
+        state = store.load_state(key)
+        app.adopt(cfg, state.last_sent_seq_num)
+        host.away.discard(str(key))
+        return {"before": {"served": False}, "after": {"served": True, "session": str(key), **self._numbers(cfg)}}
+
+
+def stream_caught_up(client: Any, stream: str, group: str) -> bool:
+    """Has consumer group ``group`` read ``stream`` to its last entry and acknowledged all of it?
+    (No such stream or group: nothing to wait for.)"""
+    try:
+        groups = {(g["name"].decode() if isinstance(g["name"], bytes) else g["name"]): g
+                  for g in client.xinfo_groups(stream)}
+        info = groups.get(group)
+        if info is None:
+            return True
+        delivered = info["last-delivered-id"]
+        delivered = delivered.decode() if isinstance(delivered, bytes) else delivered
+        # (no entry after the group's position: its last id may have moved past its entries, XSETID)
+        unread = client.xrange(stream, f"({delivered}", "+", count=1)
+    except RedisError as exc:
+        if "no such key" in str(exc).lower():
+            return True
+        raise
+    return int(info["pending"]) == 0 and not unread
 
 
 def _seq(params: dict[str, Any]) -> int:

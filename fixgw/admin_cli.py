@@ -7,6 +7,7 @@
     fixgw-admin logout CLIENT1 --text "end of day"
     fixgw-admin disconnect CLIENT1
     fixgw-admin cancel-orders --session CLIENT1 | --account ACC
+    fixgw-admin move-session CLIENT1 --to b --to-url http://gw-b:9879   # to another session group
 
 The token: FIXGW_ADMIN_TOKEN, else --token-file (default var/admin-token, which `fixgw up`
 writes). Exit 0 when done, 1 when the gateway refused (the reason is printed), 2 when it could
@@ -90,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     which = c.add_mutually_exclusive_group(required=True)
     which.add_argument("--session")
     which.add_argument("--account")
+    m = sub.add_parser("move-session", help="move a session to another group: drained here (logged out, its "
+                                           "open orders canceled), handed over, served by that group's gateway")
+    m.add_argument("session")
+    m.add_argument("--to", required=True, help="the session group that will serve it")
+    m.add_argument("--to-url", required=True, help="the http_port of that group's active gateway")
+    m.add_argument("--timeout", type=float, default=30, help="seconds the drain may take (30)")
     return p
 
 
@@ -100,6 +107,8 @@ def request_of(args: argparse.Namespace) -> tuple[str, str, dict[str, Any] | Non
         return "POST", f"/admin/sessions/{args.session}/{args.command}", {"seq": args.seq}
     if args.command == "logout":
         return "POST", f"/admin/sessions/{args.session}/logout", {"text": args.text}
+    if args.command == "move-session":
+        return "POST", f"/admin/sessions/{args.session}/release", {"to": args.to, "timeout": args.timeout}
     if args.command == "cancel-orders":
         if args.account is not None:
             return "POST", f"/admin/accounts/{args.account}/cancel-orders", {}
@@ -118,6 +127,18 @@ def main(argv: list[str] | None = None) -> int:
     if status != 200:
         print(f"fixgw-admin: {answer.get('error', answer)} (HTTP {status})", file=sys.stderr)
         return 1
+    if args.command == "move-session":  # released here: now the new group's gateway takes it
+        try:
+            status, adopted = call(args.to_url, token_from(args), "POST", f"/admin/sessions/{args.session}/adopt", {})
+        except (OSError, ValueError) as exc:
+            print(f"fixgw-admin: released, but could not ask the gateway at {args.to_url} to adopt it: {exc}; "
+                  "run the same command again once it answers", file=sys.stderr)
+            return 2
+        if status != 200:
+            print(f"fixgw-admin: released, but the gateway at {args.to_url} refused it: "
+                  f"{adopted.get('error', adopted)} (HTTP {status}); run the same command again", file=sys.stderr)
+            return 1
+        answer = {"before": answer.get("before"), "after": {**answer.get("after", {}), **adopted.get("after", {})}}
     if args.json:
         print(json.dumps(answer, indent=2))
     elif args.command == "sessions":

@@ -87,14 +87,18 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
                  clock_problem: Callable[[], str | None] = lambda: None,
                  held_back: dict[str, int] | None = None,
                  complete_local_copy: Callable[[SessionConfig], int] = lambda cfg: 0,
-                 schedule_problem: Callable[[str], str | None] = lambda text: None) -> None:
+                 schedule_problem: Callable[[str], str | None] = lambda text: None,
+                 away: set[str] | None = None) -> None:
         """``clock_problem``: why Logons are refused now (this host's clock disagrees with the
         datastore's: ``datastore/clock.py``), or None. ``held_back``: per session (SessionID
         text), the first number whose entry QuickFIX was given at takeover (``takeover_preload``);
         ``complete_local_copy`` puts the older entries back (``filestore.complete_header``)."""
         super().__init__()
         self._held_back = dict(held_back or {})
-        self.schedule_problem = schedule_problem  # why a session may not log on now (its schedule), or None
+        self.schedule_problem = schedule_problem  # why a session may not log on now (its group, its schedule)
+        # Sessions listed but served by another group (key texts): nothing of theirs is stored here
+        # (their keys are not this gateway's to write); only a refused Logon's Logout is ever sent.
+        self.away = away if away is not None else set()
         self._password_changed: set[str] = set()  # sessions whose Logon answer says the password changed
         # When each session last received and sent a message (time.time(); the admin API shows them)
         self.last_in: dict[str, float] = {}
@@ -212,6 +216,8 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
                     self._password_changed.discard(sid.toString())
                     if sid.getBeginString().getValue() == "FIXT.1.1":
                         message.setField(SESSION_STATUS, "1")  # session password changed
+                if self._names.get(sid.toString()) in self.away:
+                    return  # the Logout refusing its Logon: sent, not stored (the session is not ours to write)
                 self._persist(message, sid)
             except Exception as exc:  # noqa: BLE001
                 # An admin message cannot be vetoed cleanly through the bindings: stop here.
@@ -427,6 +433,29 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         self._restores = [t for t in self._restores if t.is_alive()] + [thread]
         thread.start()
 
+    def adopt(self, cfg: SessionConfig, last_sent: int) -> None:
+        """A session moved here while this gateway serves (``fixgw-admin move-session``): QuickFIX's
+        copy of it rebuilt from Redis, as a takeover would (the session cannot be logged on: its
+        Logons were refused until now)."""
+        sid = fix.SessionID(cfg.begin_string, cfg.sender_comp_id, cfg.target_comp_id)
+        key = cfg.key(self.namespace)
+        deadline = time.monotonic() + 10
+        session = fix.Session.registerSession(sid)  # None while a refused connection still holds it
+        while session is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+            session = fix.Session.registerSession(sid)
+        if session is None:
+            raise RuntimeError(f"{key}: QuickFIX's session is held by a connection")
+        try:
+            with self._send_locks[sid.toString()], self._persist_locks[key]:
+                self.restore_local_copy(cfg)
+                self._held_back.pop(sid.toString(), None)
+                self._last_sent[key] = last_sent
+                self._sent_marks.pop(key, None)
+                session.refresh()
+        finally:
+            fix.Session.unregisterSession(sid)
+
     def quiesce(self) -> None:
         """Before the acceptor stops: no restore of a session's local copy may run beside its
         teardown (the bindings crashed when one did)."""
@@ -496,6 +525,8 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
 
     def _record_inbound(self, message: fix.Message, sid: fix.SessionID, text: str, parsed: Inbound | None) -> None:
         cfg, key = self._keys[text]
+        if self._names[text] in self.away:
+            return  # a Logon refused: the session is served by another group, its numbers are not ours
         if parsed is not None and parsed.seq:
             msg_type, seq = parsed.msg_type, int(parsed.seq)
         else:

@@ -79,6 +79,10 @@ class SessionConfig(BaseModel):
     # groups on separate processes (and hosts) scale order entry out. Default: the kind ("fsg",
     # "dc"). Every group of one kind; a drop copy's group must be one the cells copy to.
     group: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.@-]+$")
+    # Listed so the session can be moved into this group (``fixgw-admin move-session``): served
+    # here only once moved. A session is served by the one group its configurations name
+    # without this, until it is moved.
+    move_target: bool = False
     begin_string: Literal["FIX.4.2", "FIX.4.4", "FIXT.1.1"] = "FIX.4.4"
     default_appl_ver_id: str = "FIX.5.0SP2"  # FIXT.1.1 only
     sender_comp_id: str | None = None  # defaults to [gateway] sender_comp_id

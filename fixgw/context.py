@@ -9,7 +9,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import quickfix as fix
@@ -46,6 +46,8 @@ class GatewayContext:
     answer: Callable[..., None]  # (session id, message, inbound number | None, then=None): GroupCommit.answer
     serving: Callable[[], bool]  # active with every lock held: events may be delivered
     memory_problem: Callable[[], str | None] = lambda: None  # why new orders are refused (datastore/memory.py)
+    # Sessions listed but served by another group (moved away, or not moved here yet): key texts
+    away: set[str] = field(default_factory=set)
 
 
 class Behaviour(Protocol):

@@ -62,9 +62,26 @@ class DemoClient(fix.Application):
         self.cond = threading.Condition()
         self.logged_on = False
         directory.mkdir(parents=True, exist_ok=True)
-        settings = initiator_settings(directory / f"{sender}.cfg", host, port, self.sid, directory / sender,
+        self._where = (directory, host, reset_on_logon)
+        self._swapping = threading.Lock()
+        self.initiator = self._initiator(port)
+
+    def _initiator(self, port: int) -> Any:
+        directory, host, reset_on_logon = self._where
+        settings = initiator_settings(directory / f"{self.name}.cfg", host, port, self.sid, directory / self.name,
                                       reset_on_logon)
-        self.initiator = fix.SocketInitiator(self, fix.FileStoreFactory(settings), settings)
+        return fix.SocketInitiator(self, fix.FileStoreFactory(settings), settings)
+
+    def reconnect_to(self, port: int) -> None:
+        """Connect to another gateway of the venue (a session moved to another group), going on
+        from the numbers and messages this client stored: what it sent meanwhile is resent."""
+        with self._swapping:
+            self.initiator.stop()
+            # The old initiator's session leaves QuickFIX's registry only when it is destroyed:
+            # the new one, by the same SessionID, may be made only then.
+            self.initiator = None
+            self.initiator = self._initiator(port)
+            self.initiator.start()
 
     def onCreate(self, sid: Any) -> None:  # noqa: N802
         return None
@@ -75,7 +92,9 @@ class DemoClient(fix.Application):
             self.cond.notify_all()
 
     def onLogout(self, sid: Any) -> None:  # noqa: N802
-        return None
+        with self.cond:
+            self.logged_on = False
+            self.cond.notify_all()
 
     def toAdmin(self, m: Any, sid: Any) -> None:  # noqa: N802
         return None
@@ -143,7 +162,8 @@ class DemoClient(fix.Application):
             m.setField(fix.StringField(tag, value))
         if msg_type in ("D", "F", "G"):
             m.setField(fix.TransactTime())
-        fix.Session.sendToTarget(m, self.sid)
+        with self._swapping:  # (no session while ``reconnect_to`` makes a new initiator)
+            fix.Session.sendToTarget(m, self.sid)
 
     def order(self, clordid: str, side: str, qty: str, price: str | None, symbol: str = "ACME", tif: str = "1",
               extra: list[tuple[int, str]] | None = None) -> None:

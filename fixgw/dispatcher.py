@@ -259,6 +259,8 @@ class Dispatcher(threading.Thread):
         views = events = 0
         cutoff = now - int(link.delivery_retention * 1000)
         for cfg in self.context.settings.session:
+            if str(cfg.key(self.context.namespace)) in self.context.away:
+                continue  # served by another group: its keys are that group's to trim
             store = self.context.stores[cfg.gateway]
             for _ in range(RETENTION_PASSES):
                 v, e = store.trim_delivered(cfg.key(self.context.namespace), cutoff, RETENTION_LIMIT)

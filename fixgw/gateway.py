@@ -39,6 +39,7 @@ from sessionstore import (
     StoreError,
     StoreUnavailable,
 )
+from sessionstore.move import MOVING, serving_group
 from sessionstore.reader import StoreReader
 from sessionstore.settings import SessionStoreSettings
 
@@ -111,6 +112,10 @@ class Gateway:
         self.copies: WarmCopies | None = None  # made when the process starts (``run``)
         # Sessions whose older entries QuickFIX was not given at takeover: the first number it holds.
         self.held_back: dict[str, int] = {}
+        # Sessions listed here but served by another group (moved away, or not moved here yet):
+        # not stamped, their Logons refused, left out of retention (key texts).
+        self.away: set[str] = set()
+        self._sessions_by_text = {cfg.session_id_text: cfg for cfg in settings.session}
         self.acceptor: Any = None
         self.front: Front | None = None
         self.application: GatewayApplication | None = None
@@ -200,14 +205,27 @@ class Gateway:
                 for cfg in self.settings.session})
         return self.copies
 
+    def serves(self, cfg: SessionConfig) -> bool:
+        """Does this gateway serve ``cfg``? The group the directory names for it (a session moved:
+        ``sessionstore/move.py``), else the group its configuration names unless it is only a
+        move target here."""
+        group = serving_group(self.client, self.namespace, cfg.name)
+        return group == cfg.gateway if group is not None else not cfg.move_target
+
     def materialise(self) -> dict[SessionKey, int]:
-        """Stamp every session with our epoch, then make its local copy exactly what Redis holds
-        (checked, and brought up to date: ``SessionCopy.finish``)."""
+        """Stamp every session this gateway serves with our epoch, then make its local copy
+        exactly what Redis holds (checked, and brought up to date: ``SessionCopy.finish``). A
+        session moved away, or not moved here yet, is left as it is (its Logon is refused)."""
         copies = self._warm()
         last_sent: dict[SessionKey, int] = {}
+        self.away.clear()
         for cfg in self.settings.session:
             key = cfg.key(self.namespace)
             store = self.stores[cfg.gateway]
+            if not self.serves(cfg):
+                self.away.add(str(key))
+                log.info("%s: not served here (%s)", key, self._group_problem(cfg))
+                continue
             store.stamp_owner(key)
             state = store.load_state(key)
             scheduled = self.schedules.get(cfg.session_id_text)
@@ -257,7 +275,7 @@ class Gateway:
                                               held_back=self.held_back,
                                               complete_local_copy=lambda cfg: complete_header(
                                                   state_dir / "filestore", cfg.store_prefix),
-                                              schedule_problem=self._schedule_problem)
+                                              schedule_problem=self._logon_problem, away=self.away)
         logs = []
         if self.settings.message_log:
             log_dir = state_dir / "log"
@@ -299,7 +317,7 @@ class Gateway:
         """What the behaviour is given of this gateway (``GatewayContext``)."""
         return GatewayContext(self.namespace, self.settings, self.store_settings, self.matching, self.client,
                               self.stores, self.metrics, application.intake, application.deliver_many,
-                              application.answer, lambda: self.serving, self.memory.problem)
+                              application.answer, lambda: self.serving, self.memory.problem, self.away)
 
     def _clock_stepped(self, problem: str) -> None:
         """The clocks disagree: every message stamped now carries a time one side rejects
@@ -308,6 +326,22 @@ class Gateway:
         by the front before any message until the clocks agree."""
         if self.application is not None:
             self.application.disconnect_all(problem)
+
+    def _group_problem(self, cfg: SessionConfig) -> str | None:
+        group = serving_group(self.client, self.namespace, cfg.name)
+        if group == MOVING:
+            return "the session is being moved to another gateway of this venue: log on again in a moment"
+        if group is not None and group != cfg.gateway:
+            return f"the session is served by another gateway of this venue now (group {group})"
+        if group is None and cfg.move_target:
+            return "the session is served by another gateway of this venue"
+        return None
+
+    def _logon_problem(self, text: str) -> str | None:
+        """Why the session may not log on here now: served by another group, or its schedule."""
+        cfg = self._sessions_by_text.get(text)
+        problem = self._group_problem(cfg) if cfg is not None else None  # (read at every Logon: a move)
+        return problem if problem is not None else self._schedule_problem(text)
 
     def _schedule_problem(self, text: str) -> str | None:
         """Why the session may not log on now by its schedule, or None (for the Logon check)."""
@@ -328,6 +362,8 @@ class Gateway:
         started new (``start_new_period``) at the start of the next one."""
         while self.active.is_set() and not self.stop_requested.wait(every):
             for text, (cfg, schedule, keep_ms) in self.schedules.items():
+                if str(cfg.key(self.namespace)) in self.away:
+                    continue  # served by another group
                 try:
                     self._keep_schedule(text, cfg, schedule, keep_ms)
                 except Exception:  # noqa: BLE001 (a watch must never die quietly; tried again next round)

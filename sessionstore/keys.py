@@ -153,12 +153,29 @@ class SessionKey:
         """Idempotency window entry for one ClOrdID (seed 002)."""
         return f"{self.tag}/clordid:{clordid}"
 
+    @property
+    def every_key(self) -> str:
+        """A SCAN pattern matching every key of this session (and nothing else)."""
+        return "".join("\\" + c if c in "*?[]\\^" else c for c in self.tag) + "/*"
+
+    def moved_to(self, group: str) -> SessionKey:
+        """The same session under another group: its keys with that group's tag."""
+        return SessionKey(self.namespace, group, self.name)
+
 
 def admin_audit(namespace: str) -> str:
     """Every operator action on the namespace's sessions (stream: who, when, what, before, after,
     and the outcome), written by the gateway that carried it out (``fixgw/admin.py``)."""
     _check_part("namespace", namespace)
     return f"{{{namespace}}}/admin-audit"
+
+
+def session_groups(namespace: str) -> str:
+    """Sessions moved to another group than the one their configuration names (hash: session
+    name → the group serving it now, or ``moving`` while a move is under way); written by the
+    move (``fixgw-admin move-session``), read by every gateway at a Logon and at takeover."""
+    _check_part("namespace", namespace)
+    return f"{{{namespace}}}/session-groups"
 
 
 def partition_map(namespace: str) -> str:

@@ -336,7 +336,11 @@ return moved + 1
 # epoch can never overwrite a newer one. A new holder treats every stored number as sent, so
 # the unsent marks of its predecessor go.
 STAMP_OWNER = """
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+local raw = redis.call('GET', KEYS[1])
+if raw and not tonumber(raw) then  -- 'moved to <group>': the session lives in another group now
+  return redis.error_reply('FENCED session ' .. raw)
+end
+local cur = tonumber(raw or '0')
 if tonumber(ARGV[1]) < cur then
   return redis.error_reply('FENCED session already stamped by newer epoch ' .. cur)
 end

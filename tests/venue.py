@@ -98,6 +98,8 @@ def answers(client: DemoClient) -> Counter[str]:
         out.update(r[11] for r in client.session_rejects)  # the request refused by the FIX engine itself
     for r in reports(client):
         if r[35] == "9" or r.get(150) in ("0", "8", "4", "5"):
+            if r.get(150) == "4" and 41 not in r:
+                continue  # a cancel the client did not ask for (an operator's, a session's move): not an answer
             out[r[11]] += 1
     return out
 
