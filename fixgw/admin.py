@@ -47,7 +47,7 @@ from matching.outbox import GROUP as OUTBOX_GROUP
 from matching.pipeline import GROUP as CONDUCTOR_GROUP
 from sessionstore import SequenceReuse, SessionStore, StoreError
 from sessionstore.keys import GatewayKey, admin_audit, session_groups
-from sessionstore.move import MOVING, copy_keys, fence_source, serving_group, set_serving_group
+from sessionstore.move import MOVING, copy_keys, fence_source, moved_marker, serving_group, set_serving_group
 
 from .config import GatewaySettings, OperatorConfig, SessionConfig
 from .credentials import verify_password
@@ -352,9 +352,14 @@ class SessionAdmin:
         if to == cfg.gateway:
             raise AdminRefused(409, f"{cfg.name} is in group {to} already")
         host, key = self.host, cfg.key(self.host.namespace)
-        if str(key) in host.away or not host.serves(cfg):
+        current, owner = serving_group(host.client, host.namespace, cfg.name), host.client.get(key.owner)
+        if current == to and owner == moved_marker(to).encode():  # released before (a move run again)
+            return {"before": {"group": cfg.gateway}, "after": {"group": to, "session": str(key.moved_to(to)),
+                                                                "released": "before"}}
+        resuming = current == MOVING and owner is not None and owner.isdigit()  # a release cut off, here
+        if not resuming and (str(key) in host.away or not host.serves(cfg)):
             raise AdminRefused(409, f"{cfg.name} is not served by this gateway (group {cfg.gateway}): "
-                                    f"the directory says {serving_group(host.client, host.namespace, cfg.name)}")
+                                    f"the directory says {current}")
         orders, app = self._orders(), self._app()
         before = {"group": cfg.gateway, "open_orders": len(orders.open_orders(cfg)), **self._numbers(cfg)}
         set_serving_group(host.client, host.namespace, cfg.name, MOVING)  # no Logon anywhere meanwhile
@@ -415,6 +420,8 @@ class SessionAdmin:
             raise AdminRefused(409, f"{cfg.name} is not moved to group {cfg.gateway} (the directory says "
                                     f"{group or 'nothing: it is served where its configuration says'}): "
                                     "release it on the gateway serving it first")
+        if str(key) not in host.away:  # adopted before (a move run again)
+            return {"before": {"served": True}, "after": {"served": True, "session": str(key), **self._numbers(cfg)}}
         app, store = self._app(), host.stores[cfg.gateway]
         store.stamp_owner(key)
         state = store.load_state(key)

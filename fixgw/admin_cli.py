@@ -116,9 +116,31 @@ def request_of(args: argparse.Namespace) -> tuple[str, str, dict[str, Any] | Non
     return "POST", f"/admin/sessions/{args.session}/{args.command}", {}
 
 
+def receiving_problem(args: argparse.Namespace) -> str | None:
+    """Before a move changes anything: is the receiving gateway active, and does it list the
+    session in group ``--to``? (Released to a gateway that cannot adopt it, the session would be
+    served nowhere until one can.)"""
+    try:
+        status, answer = call(args.to_url, token_from(args), "GET", "/admin/sessions")
+    except (OSError, ValueError) as exc:
+        return f"the receiving gateway at {args.to_url} does not answer: {exc}"
+    if status != 200:
+        return f"the receiving gateway at {args.to_url}: {answer.get('error', answer)} (HTTP {status})"
+    listed = [s for s in answer.get("sessions", []) if s.get("name") == args.session]
+    if not listed or str(listed[0].get("session", "")).split("/")[1:2] != [args.to]:
+        return (f"the gateway at {args.to_url} does not list {args.session} in group {args.to}: add it to its "
+                f"configuration with group = \"{args.to}\" and move_target = true")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     method, path, body = request_of(args)
+    if args.command == "move-session":
+        problem = receiving_problem(args)
+        if problem is not None:
+            print(f"fixgw-admin: not moved: {problem}", file=sys.stderr)
+            return 1
     try:
         status, answer = call(args.url, token_from(args), method, path, body)
     except (OSError, ValueError) as exc:

@@ -151,10 +151,10 @@ def test_a_session_moves_to_another_group_under_flow_with_the_installed_command(
             flow = Flow(c1, c2)
             flow.thread.start()
             time.sleep(2.0)
-            moved = subprocess.run(
-                [str(Path(sys.executable).parent / "fixgw-admin"), "--url", f"http://127.0.0.1:{system.gateway.http_port}",
-                 "move-session", "CLIENT1", "--to", "b", "--to-url", f"http://127.0.0.1:{group_b.http_port}"],
-                env={**os.environ, "FIXGW_ADMIN_TOKEN": TOKEN}, capture_output=True, text=True, timeout=120)
+            move = [str(Path(sys.executable).parent / "fixgw-admin"), "--url", f"http://127.0.0.1:{system.gateway.http_port}",
+                    "move-session", "CLIENT1", "--to", "b", "--to-url", f"http://127.0.0.1:{group_b.http_port}"]
+            env = {**os.environ, "FIXGW_ADMIN_TOKEN": TOKEN}
+            moved = subprocess.run(move, env=env, capture_output=True, text=True, timeout=120)
             assert moved.returncode == 0, f"move-session failed: {moved.stderr}"
             print(moved.stdout.strip())
             # Told why (the Logout's text), the member connects to group b's address: the venue says
@@ -177,6 +177,8 @@ def test_a_session_moves_to_another_group_under_flow_with_the_installed_command(
             assert store.get(old.owner) == b"moved to b", "the old keys fenced"
             assert not store.exists(old.state) and store.exists(new.state), "the session's keys under b's tag"
             assert "(group b)" in refused_logon(system.fix_port, "CLIENT1"), "a refuses it after, naming b"
+            again = subprocess.run(move, env=env, capture_output=True, text=True, timeout=60)
+            assert again.returncode == 0 and c1.logged_on, f"the same command again changes nothing: {again.stderr}"
             assert system.gateway.alive and group_b.alive, "a Logon refused for a session served elsewhere harms nothing"
             audit = [(e[b"action"], e[b"outcome"]) for _, e in store.xrange(admin_audit("e2e"))]
             assert (b"release", b"done") in audit and (b"adopt", b"done") in audit, audit
@@ -222,6 +224,11 @@ def test_a_move_that_cannot_be_done_is_refused_with_the_reason_and_changes_nothi
             ]:
                 got, answer = admin(system, "POST", path, body, token=TOKEN)
                 assert (got, reason in answer.get("error", "")) == (status, True), (path, body, got, answer)
+            nowhere = subprocess.run(  # a receiving gateway that does not list it there: checked first
+                [str(Path(sys.executable).parent / "fixgw-admin"), "--url", f"http://127.0.0.1:{system.gateway.http_port}",
+                 "move-session", "CLIENT1", "--to", "b", "--to-url", f"http://127.0.0.1:{system.gateway.http_port}"],
+                env={**os.environ, "FIXGW_ADMIN_TOKEN": TOKEN}, capture_output=True, text=True, timeout=60)
+            assert nowhere.returncode == 1 and "does not list CLIENT1 in group b" in nowhere.stderr, nowhere.stderr
             assert store.hgetall(session_groups("e2e")) == {}, "the directory untouched"
             assert store.hgetall(SessionKey("e2e", "a", "CLIENT1").state) == state_before
             assert "served by another gateway" in refused_logon(system.fix_port, "CLIENT2"), "still a move target only"
