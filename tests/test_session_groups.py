@@ -55,6 +55,21 @@ def owners(event_raw: bytes) -> set[str]:
     return {p.maker.owner, p.taker.owner} if isinstance(p, DealExecuted) else {p.owner}
 
 
+def stop_and_check(flow: Flow, drop_copy: DemoClient, store: redis.Redis, instruments: Path) -> tuple[int, int, int]:
+    """Stop the flow; then every request answered once, no sequence number twice, the drop copy
+    complete, both partitions as the reference matcher (events from both groups' inboxes).
+    Returns (requests, fills, commands compared)."""
+    flow.stop.set()
+    flow.thread.join(5)
+    traders = [flow.c1, flow.c2]
+    sent = check_every_request_answered_once(flow, traders)
+    check_no_sequence_number_twice([*traders, drop_copy])
+    filled = check_drop_copy_has_every_fill(traders, drop_copy)
+    compared = sum(check_partition_trades_as_the_reference(store, store, p, str(instruments), groups=("a", "b"))
+                   for p in (0, 1))
+    return sent, filled, compared
+
+
 def test_two_groups_on_their_own_processes_each_survive_a_sigkill_of_their_active_gateway(tmp_path: Path) -> None:
     with standalone() as server:
         system = System(tmp_path, server, [server, server], sessions=GROUP_A, drop_copy_sessions=DROP_COPY_SESSIONS)
@@ -89,14 +104,7 @@ def test_two_groups_on_their_own_processes_each_survive_a_sigkill_of_their_activ
             group_b.kill()
             standby_b.wait_active(60)
             time.sleep(3.0)
-            flow.stop.set()
-            flow.thread.join(5)
-
-            sent = check_every_request_answered_once(flow, [c1, c2])
-            check_no_sequence_number_twice([c1, c2, dc])
-            filled = check_drop_copy_has_every_fill([c1, c2], dc)
-            compared = sum(check_partition_trades_as_the_reference(store, store, p, str(system.instruments),
-                                                                   groups=("a", "b")) for p in (0, 1))
+            sent, filled, compared = stop_and_check(flow, dc, store, system.instruments)
             for group, session in (("a", "CLIENT1"), ("b", "CLIENT2")):
                 mine = str(SessionKey("e2e", group, session))
                 inbox = [fields[b"event"] for _, fields in store.xrange(GatewayKey("e2e", group).inbox_stream)]
@@ -163,15 +171,8 @@ def test_a_session_moves_to_another_group_under_flow_with_the_installed_command(
             c1.reconnect_to(b_port)
             assert c1.wait(lambda: c1.logged_on, 30), "CLIENT1 logged on again, at b"
             time.sleep(3.0)
-            flow.stop.set()
-            flow.thread.join(5)
-
-            sent = check_every_request_answered_once(flow, [c1, c2])
-            check_no_sequence_number_twice([c1, c2, dc])
-            filled = check_drop_copy_has_every_fill([c1, c2], dc)
             store = redis.Redis.from_url(server.url)
-            compared = sum(check_partition_trades_as_the_reference(store, store, p, str(system.instruments),
-                                                                   groups=("a", "b")) for p in (0, 1))
+            sent, filled, compared = stop_and_check(flow, dc, store, system.instruments)
             old, new = SessionKey("e2e", "a", "CLIENT1"), SessionKey("e2e", "b", "CLIENT1")
             assert store.hget(session_groups("e2e"), "CLIENT1") == b"b", "the directory names the new group"
             assert store.get(old.owner) == b"moved to b", "the old keys fenced"
