@@ -136,17 +136,20 @@ def test_a_session_moves_to_another_group_under_flow_with_the_installed_command(
     """CLIENT1 (group a) is moved to group b with ``fixgw-admin move-session`` while both traders
     keep sending: drained (logged out, its Logons refused, its open orders canceled, every command
     matched, every event delivered), fenced, its keys handed to b, adopted by b's gateway; the client
-    logs on again at b's address and resends what it sent meanwhile. The checks as under a kill."""
+    logs on again at b's address and resends what it sent meanwhile. Then b's active gateway is
+    killed: its standby, taking over, serves the moved session too. The checks as under a kill."""
     with standalone() as server:
         system = System(tmp_path, server, [server, server], sessions=GROUP_A + OPERATOR,
                         drop_copy_sessions=DROP_COPY_SESSIONS)
         b_port = free_port()
-        group_b = GatewayProc(tmp_path, server.url, name="gateway-b", fix_port=b_port, mode="gateway",
-                              namespace="e2e", sessions=GROUP_B + CLIENT1_MAY_MOVE_TO_B + OPERATOR, lock_ttl="2s",
-                              renewal="500ms", extra=system.gateway_extra)
+        group_b, standby_b = (GatewayProc(tmp_path, server.url, name=name, fix_port=b_port, mode="gateway",
+                                          namespace="e2e", sessions=GROUP_B + CLIENT1_MAY_MOVE_TO_B + OPERATOR,
+                                          lock_ttl="2s", renewal="500ms", extra=system.gateway_extra)
+                              for name in ("gateway-b", "gateway-b-standby"))
         system.ports["CLIENT2"] = b_port
         try:
             group_b.start().wait_active(60)
+            standby_b.start().wait_http(30)
             system.start()
             assert "served by another gateway" in refused_logon(b_port, "CLIENT1"), "b does not serve it before the move"
             (tmp_path / "clients").mkdir(exist_ok=True)
@@ -171,6 +174,12 @@ def test_a_session_moves_to_another_group_under_flow_with_the_installed_command(
             c1.reconnect_to(b_port)
             assert c1.wait(lambda: c1.logged_on, 30), "CLIENT1 logged on again, at b"
             time.sleep(3.0)
+            # b's active dies: its standby takes over and serves the moved session too (the
+            # directory, read at takeover, gives it to b), from the keys the move handed over
+            group_b.kill()
+            standby_b.wait_active(60)
+            assert c1.wait(lambda: c1.logged_on, 30), "CLIENT1 logged on at b's standby"
+            time.sleep(3.0)
             store = redis.Redis.from_url(server.url)
             sent, filled, compared = stop_and_check(flow, dc, store, system.instruments)
             old, new = SessionKey("e2e", "a", "CLIENT1"), SessionKey("e2e", "b", "CLIENT1")
@@ -178,15 +187,17 @@ def test_a_session_moves_to_another_group_under_flow_with_the_installed_command(
             assert store.get(old.owner) == b"moved to b", "the old keys fenced"
             assert not store.exists(old.state) and store.exists(new.state), "the session's keys under b's tag"
             assert "(group b)" in refused_logon(system.fix_port, "CLIENT1"), "a refuses it after, naming b"
+            move[-1] = f"http://127.0.0.1:{standby_b.http_port}"  # b's active now
             again = subprocess.run(move, env=env, capture_output=True, text=True, timeout=60)
             assert again.returncode == 0 and c1.logged_on, f"the same command again changes nothing: {again.stderr}"
-            assert system.gateway.alive and group_b.alive, "a Logon refused for a session served elsewhere harms nothing"
+            assert system.gateway.alive and standby_b.alive, "a Logon refused for a session served elsewhere harms nothing"
             audit = [(e[b"action"], e[b"outcome"]) for _, e in store.xrange(admin_audit("e2e"))]
             assert (b"release", b"done") in audit and (b"adopt", b"done") in audit, audit
             print(f"{sent} requests answered once each, {filled} fills on the drop copy once each, {compared} "
                   "commands matched as the reference")
         finally:
             group_b.stop()
+            standby_b.stop()
             system.stop()
 
 
