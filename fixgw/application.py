@@ -409,12 +409,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         cfg, key, _ = self._session(sid)
 
         def restore() -> None:
-            deadline = time.monotonic() + 10
-            session = None
-            while session is None and time.monotonic() < deadline and not self.stopping.is_set():
-                session = fix.Session.registerSession(sid)  # None while a connection holds it
-                if session is None:
-                    time.sleep(0.01)
+            session = self._register(sid)
             if session is None:
                 log.error("%s: could not restore the local copy after a refused Logon", key)
                 return
@@ -439,11 +434,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         Logons were refused until now)."""
         sid = fix.SessionID(cfg.begin_string, cfg.sender_comp_id, cfg.target_comp_id)
         key = cfg.key(self.namespace)
-        deadline = time.monotonic() + 10
-        session = fix.Session.registerSession(sid)  # None while a refused connection still holds it
-        while session is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-            session = fix.Session.registerSession(sid)
+        session = self._register(sid)
         if session is None:
             raise RuntimeError(f"{key}: QuickFIX's session is held by a connection")
         try:
@@ -455,6 +446,17 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
                 session.refresh()
         finally:
             fix.Session.unregisterSession(sid)
+
+    def _register(self, sid: fix.SessionID, within_s: float = 10.0) -> Any:
+        """QuickFIX's session ``sid`` registered to this thread, so no connection takes it while
+        its local copy is rebuilt (``unregisterSession`` after); None if a connection held it
+        for ``within_s`` or the gateway is stopping."""
+        deadline = time.monotonic() + within_s
+        session = fix.Session.registerSession(sid)  # None while a connection holds it
+        while session is None and time.monotonic() < deadline and not self.stopping.is_set():
+            time.sleep(0.01)
+            session = fix.Session.registerSession(sid)
+        return session
 
     def quiesce(self) -> None:
         """Before the acceptor stops: no restore of a session's local copy may run beside its
