@@ -14,6 +14,7 @@ needed to afford them). Beside each window, from a sample a second:
   its used memory;
 - the gateway's group-commit misses; retention passes and the records they removed;
 - lease renewals (the gateway's dispatcher locks, the cells' conductor and outbox leases);
+- the CPU each part of the system spent per request (gateway, Valkey, the cells; from ``/proc``);
 - the collector's passes in the gateway and the cells, their pauses together and how many took
   5 ms or more (``python_gc_pause_seconds_total``, ``python_gc_long_pauses_total``).
 
@@ -28,6 +29,7 @@ limits doubled at 1,000/s.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -122,6 +124,27 @@ def scrape(url: str) -> dict[str, float]:
     return out
 
 
+def process_cpu(root: int) -> dict[str, float]:
+    """CPU seconds used so far by the system's processes, by part: the gateway (``fixgw up``
+    itself), Valkey and the cells (its children)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {"gateway": 0.0, "valkey": 0.0, "cells": 0.0}
+    pids = [root]
+    for task in Path(f"/proc/{root}/task").iterdir():
+        with contextlib.suppress(OSError):
+            pids += [int(c) for c in (task / "children").read_text().split()]
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue  # (ended between the listing and the read)
+        fields = stat[stat.rindex(")") + 2:].split()
+        part = "gateway" if pid == root else "valkey" if b"valkey-server" in cmdline else "cells"
+        out[part] += (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def percentile(sorted_ms: list[float], q: float) -> float:
     return sorted_ms[min(len(sorted_ms) - 1, int(len(sorted_ms) * q))] if sorted_ms else float("nan")
 
@@ -136,12 +159,12 @@ def memory_by_kind(valkey: Any, done_requests: int) -> None:
     for name in names:
         pipe.memory_usage(name, samples=0)
     for name, used in zip(names, pipe.execute()):
-        kind = re.sub(r"\d+", "N", re.sub(r"CLIENT\d+", "<session>", name.decode()))
+        kind = re.sub(r"\d+", "N", re.sub(r"[0-9a-f]{12,}", "<id>", re.sub(r"CLIENT\d+", "<session>", name.decode())))
         size[kind] = size.get(kind, 0) + (used or 0)
         keys[kind] = keys.get(kind, 0) + 1
     print(f"Valkey used_memory {valkey.info('memory')['used_memory'] / 2**20:.1f} MB after {done_requests} requests; "
           "by kind of key (bytes per request):")
-    for kind, used in sorted(size.items(), key=lambda kv: -kv[1])[:15]:
+    for kind, used in sorted(size.items(), key=lambda kv: -kv[1])[:20]:
         print(f"  {used / 2**20:8.2f} MB {keys[kind]:>8} keys {used / max(1, done_requests):>8.0f}  {kind}")
 
 
@@ -209,7 +232,8 @@ def main() -> None:
                 timeline.append((time.time(), sample, {k: info.get(k) for k in (
                     "aof_rewrites", "aof_delayed_fsync", "aof_rewrite_in_progress", "rdb_bgsave_in_progress",
                     "aof_last_rewrite_time_sec")} | {"latest_fork_usec": valkey.info("stats").get("latest_fork_usec"),
-                                                      "used_memory": valkey.info("memory").get("used_memory")}))
+                                                      "used_memory": valkey.info("memory").get("used_memory")}
+                                 | {f"cpu_{part}": v for part, v in process_cpu(up.pid).items()}))
                 time.sleep(1.0)
             results = [json.loads((tmp / f"{n}.json").read_text()) for n in ("CLIENT1", "CLIENT2")]
             stalls = valkey.execute_command("LATENCY", "LATEST")
@@ -254,6 +278,8 @@ def main() -> None:
         fork_ms = (in_w[-1][1].get("latest_fork_usec") or 0) / 1000 if rewrites else 0.0
         took = max((int(i.get("aof_last_rewrite_time_sec") or 0) for _, i in in_w), default=0)
         memory_mb = (in_w[-1][1].get("used_memory") or 0) / 2**20 if in_w else 0.0
+        cpu = {part: 1000 * delta(lambda x, part=part: x[1].get(f"cpu_{part}") or 0.0) / len(lat)
+               for part in ("gateway", "valkey", "cells")}
         valkey_stalls = ", ".join(f"{event} {max(ms for at, ms in hist if lo <= at < hi)} ms"
                                   for event, hist in sorted(stall_history.items())
                                   if any(lo <= at < hi for at, _ in hist))
@@ -264,9 +290,17 @@ def main() -> None:
         print(f"{w * args.window:>6.0f} s {len(lat):>8} {percentile(lat, 0.5):>7.2f} {p99:>7.2f} {p999:>8.2f} "
               f"{mx:>7.1f}  {rewrites:.0f}{f' (fork {fork_ms:.1f} ms, {took} s)' if rewrites else ''}, {fsyncs:.0f}, "
               f"{misses:.0f}, {gcs:.0f} ({gc_ms:.0f} ms, {gc_long:.0f} ≥ 5 ms), {trims:.0f} ({trimmed:.0f} records), "
-              f"{renewals:.0f}; Valkey {memory_mb:.0f} MB"
+              f"{renewals:.0f}; Valkey {memory_mb:.0f} MB; CPU ms/request: gateway {cpu['gateway']:.2f}, "
+              f"Valkey {cpu['valkey']:.2f}, cells {cpu['cells']:.2f}"
               + (f"; Valkey's own stalls: {valkey_stalls}" if valkey_stalls else ""), flush=True)
     goal = GOALS.get(int(args.rate))
+    spent = {part: (timeline[-1][2].get(f"cpu_{part}") or 0.0) - (timeline[0][2].get(f"cpu_{part}") or 0.0)
+             for part in ("gateway", "valkey", "cells")}
+    busy = sum(spent.values()) / max(1e-9, timeline[-1][0] - timeline[0][0])
+    print(f"CPU per request over the run: {1000 * sum(spent.values()) / max(1, len(done)):.2f} ms ("
+          + ", ".join(f"{part} {1000 * v / max(1, len(done)):.2f}" for part, v in spent.items())
+          + f"); at {args.rate:.0f}/s the system kept {busy:.2f} of the machine's {os.cpu_count()} CPUs busy "
+          f"({100 * busy / (os.cpu_count() or 1):.0f} %), its load generators not counted")
     print(f"answered {len(done)}, unanswered {unanswered}; group commit fell back to one by one "
           f"{len(misses_log)} times (gateway log)")
     print(f"worst window: p99 {max(p99s):.2f} ms, p99.9 {max(p999s):.2f} ms, max {max(maxes):.1f} ms"

@@ -133,6 +133,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         # message, so the thread alone pairs them (and toApp need not ask the SessionID its name).
         self._in_flight: dict[int, tuple[str, SessionMessage]] = {}
         self._scratch = threading.local()  # each sending thread's reusable message (``_message``)
+        self._kept_ids: dict[int, tuple[fix.SessionID, str]] = {}  # ``session_id``: by id(), with their text
         self._sent_up_to = dict(last_sent)
         self._sent_marks: dict[SessionKey, list[int]] = {}
         self._delivery_failed: set[str] = set()
@@ -153,9 +154,19 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
 
     def _session_of(self, sid: fix.SessionID) -> tuple[str, SessionConfig, SessionKey, SessionStore]:
         """QuickFIX's text of ``sid``, and the session's settings, key and store."""
-        text = sid.toString()
+        kept = self._kept_ids.get(id(sid))
+        text = kept[1] if kept is not None and kept[0] is sid else sid.toString()
         cfg, key = self._keys[text]
         return text, cfg, key, self.stores[cfg.gateway]
+
+    def session_id(self, cfg: SessionConfig) -> fix.SessionID:
+        """A SessionID of ``cfg``'s that this gateway keeps (so its ``id()`` is never another's):
+        a group commit for it takes the session's text from here. Every call into the bindings
+        lets go of the GIL, and under load getting it back took ~20 µs a call in the dispatcher
+        (``SessionID.toString``, 0.5 µs alone): the fewer calls per message, the fewer waits."""
+        sid = fix.SessionID(cfg.begin_string, cfg.sender_comp_id, cfg.target_comp_id)
+        self._kept_ids[id(sid)] = (sid, sid.toString())
+        return sid
 
     def _name(self, sid: fix.SessionID) -> str:
         text = sid.toString()

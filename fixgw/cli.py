@@ -112,6 +112,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     from .config import load_gateway
     from .gateway import Gateway
 
+    tune_gc()  # the gateway runs in this process: collected as `fixgw gateway` is
     config = read_toml(args.config)
     emb = _embedded_settings(config)
     overrides: dict[str, Any] = {}

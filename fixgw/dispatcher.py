@@ -22,7 +22,6 @@ import threading
 import time
 from typing import Any, Protocol
 
-import quickfix as fix
 from redis.exceptions import RedisError
 
 from datastore.connection import RedisClient, is_cluster, own_connections, round_trip, text
@@ -129,8 +128,7 @@ class Dispatcher(threading.Thread):
         self.sessions = {str(cfg.key(ns)): cfg for cfg in context.settings.session}
         self.key_text = {cfg.name: text for text, cfg in self.sessions.items()}  # asked for per event
         self.drop_copies = [cfg for cfg in context.settings.session if cfg.kind == DROP_COPY]
-        self.session_ids = {str(cfg.key(ns)): fix.SessionID(cfg.begin_string, cfg.sender_comp_id,
-                                                             cfg.target_comp_id) for cfg in context.settings.session}
+        self.session_ids = {str(cfg.key(ns)): context.session_id(cfg) for cfg in context.settings.session}
 
     def run(self) -> None:
         for stream in self.streams:

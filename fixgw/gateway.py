@@ -317,7 +317,8 @@ class Gateway:
         """What the behaviour is given of this gateway (``GatewayContext``)."""
         return GatewayContext(self.namespace, self.settings, self.store_settings, self.matching, self.client,
                               self.stores, self.metrics, application.intake, application.deliver_many,
-                              application.answer, lambda: self.serving, self.memory.problem, self.away)
+                              application.answer, lambda: self.serving, application.session_id, self.memory.problem,
+                              self.away)
 
     def _clock_stepped(self, problem: str) -> None:
         """The clocks disagree: every message stamped now carries a time one side rejects
