@@ -36,12 +36,14 @@ DEFAULT_CONFIG = ROOT / "config" / "fixgw.toml"
 log = logging.getLogger("fixgw")
 
 
-# Valkey's default (64mb) suits a quiet server. This one writes ~6.2–6.6 KB of AOF an order
-# (bench/e2e_bench.py prints it): at 2,000 orders/s it reached 64 MB within 5 s, and each rewrite
-# stalls the order path while Valkey forks and copies the pages it writes meanwhile — on 2 cores
-# the p99 went from 3.1–3.3 to 4.8–7.5 ms in a 5 s window with one (docs/benchmarks.md, 2026-12-02 · 296e3af).
-# Bigger costs replay time after a crash: an AOF of 195 MB loaded in 0.5 s here.
-AOF_REWRITE_MIN_SIZE = "512mb"
+# Valkey's default (64mb) suits a quiet server. This one writes ~5.6–6.6 KB of AOF a request
+# (bench/e2e_bench.py prints it), and a rewrite is a forked child that serialises the whole
+# dataset: on 2 cores it takes one of them for seconds (12 s at 876 MB on a slow VM), and the
+# order path, left one, queues — a 30 s window's p99 13–36 ms without a rewrite, up to 350 ms with
+# one (docs/decisions/2026-12-04-aof-rewrites-in-the-maintenance-window.md). So the rewrite belongs
+# in the maintenance window (`fixgw compact`); during trading only past this size. Bigger costs
+# replay time after a crash (~0.4 GB/s here) and disk.
+AOF_REWRITE_MIN_SIZE = "4gb"
 _SIZE = re.compile(r"[1-9][0-9]*(?:[kmg]b)?", re.IGNORECASE)
 
 
@@ -218,6 +220,59 @@ def cmd_up(args: argparse.Namespace) -> int:
         print("fixgw: stopped", flush=True)
 
 
+def cmd_compact(args: argparse.Namespace) -> int:
+    """Rewrite (compact) the embedded Valkey's AOF now, and wait until it is done: what a
+    maintenance window runs, so that no rewrite comes during trading (AOF_REWRITE_MIN_SIZE)."""
+    import redis
+
+    config = read_toml(args.config)
+    emb = _embedded_settings(config)
+    data_dir = Path(args.data_dir or emb.get("data_dir", "var/valkey"))
+    port = args.port if args.port is not None else int(emb.get("port", 6479))
+    password_file = data_dir / "password"
+    if not password_file.exists():
+        print(f"fixgw compact: no embedded Valkey data in {data_dir} (no password file): is this where "
+              "`fixgw up` keeps it (--data-dir)?", file=sys.stderr)
+        return 1
+    client = redis.Redis(host="127.0.0.1", port=port, password=password_file.read_text().strip(),
+                         socket_timeout=10)
+    try:
+        before = client.info("persistence")
+        if before.get("aof_enabled") != 1:
+            print(f"fixgw compact: the Valkey on port {port} keeps no AOF ([embedded] aof = false): nothing to compact",
+                  file=sys.stderr)
+            return 1
+        size = _aof_bytes(data_dir)
+        started = time.monotonic()
+        if not before.get("aof_rewrite_in_progress"):
+            client.bgrewriteaof()
+        while True:
+            time.sleep(0.2)
+            info = client.info("persistence")
+            if (not info.get("aof_rewrite_in_progress") and not info.get("aof_rewrite_scheduled")
+                    and info.get("aof_rewrites", 0) > before.get("aof_rewrites", 0)):
+                break
+            if time.monotonic() - started > args.timeout:
+                print(f"fixgw compact: the rewrite did not finish within {args.timeout:g}s; it goes on in Valkey",
+                      file=sys.stderr)
+                return 1
+    except redis.RedisError as exc:
+        print(f"fixgw compact: the embedded Valkey on port {port}: {exc}", file=sys.stderr)
+        return 1
+    if info.get("aof_last_bgrewrite_status") != "ok":
+        print(f"fixgw compact: the rewrite failed ({info.get('aof_last_bgrewrite_status')}): see Valkey's log",
+              file=sys.stderr)
+        return 1
+    print(f"fixgw compact: AOF rewritten in {time.monotonic() - started:.1f}s: {size / 2**20:.1f} MB -> "
+          f"{_aof_bytes(data_dir) / 2**20:.1f} MB", flush=True)
+    return 0
+
+
+def _aof_bytes(data_dir: Path) -> int:
+    """The size of the AOF's files (Valkey's appendonlydir: base, increments, manifest)."""
+    return sum(f.stat().st_size for f in data_dir.rglob("*") if f.is_file() and "appendonly" in str(f))
+
+
 def cmd_gateway(args: argparse.Namespace) -> int:
     from .config import load_gateway
     from .gateway import Gateway
@@ -280,6 +335,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--amqp-password-env", default="FIXGW_AMQP_PASSWORD",
                     help="with --transport rabbitmq: the environment variable holding the broker password")
     up.set_defaults(func=cmd_up)
+    compact = sub.add_parser("compact", help="rewrite the embedded Valkey's AOF now (a maintenance window's job)")
+    compact.add_argument("--config", default=str(DEFAULT_CONFIG), help="TOML configuration (default: config/fixgw.toml)")
+    compact.add_argument("--port", type=int, default=None, help="embedded Valkey port (default: [embedded] port)")
+    compact.add_argument("--data-dir", default=None, help="embedded Valkey data directory (default: [embedded] data_dir)")
+    compact.add_argument("--timeout", type=float, default=600, help="seconds to wait for the rewrite")
+    compact.set_defaults(func=cmd_compact)
     gw = sub.add_parser("gateway", help="run the FIX acceptor (standby until it holds the dispatcher lock)")
     gw.add_argument("--config", default=str(DEFAULT_CONFIG), help="TOML configuration")
     gw.add_argument("--mode", choices=["gateway", "at"], help="override [gateway] mode (at = acceptance-test app)")

@@ -187,7 +187,7 @@ def test_embedded_valkey_runs_beside_a_pinned_gateway_with_the_aof_rewrite_thres
     with embedded_server({}, set(), data_dir=tmp_path / "b") as server:
         config = server.client().config_get("*")
         assert config["server-cpulist"] == ""
-        assert config["auto-aof-rewrite-min-size"] == str(512 * 1024 * 1024) and AOF_REWRITE_MIN_SIZE == "512mb"
+        assert config["auto-aof-rewrite-min-size"] == str(4 * 1024**3) and AOF_REWRITE_MIN_SIZE == "4gb"
     for bad in ("lots", "0mb", 64, "64 mb", "-1"):
         with pytest.raises(ConfigError, match=re.escape(f"[embedded] aof_rewrite_min_size {bad!r}")):
             _embedded_settings({"embedded": {"aof_rewrite_min_size": bad}})

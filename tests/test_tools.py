@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from datastore.connection import connect
-from datastore.embedded import Cluster, ValkeyProcess
+from datastore.embedded import Cluster, ValkeyProcess, free_port
 from datastore.settings import RedisEndpoint
 from sessionstore import FixedEpoch, OutboundRecord, SessionKey, SessionStore, inspect_cli, sizing
 from sessionstore.codec import encode_seq_field
@@ -231,3 +231,37 @@ def test_audit_names_every_way_a_store_can_be_broken(valkey: ValkeyProcess, caps
     assert "audit bad/fsg/CLIENT1: 1000 messages" in err, "a progress line on stderr for a large store"
     code, out, _ = run(inspect_cli.main, ["--url", valkey.url, "audit", "--namespace", "bad"], capsys)
     assert code == 1 and "problem(s), listed above on stderr" in out
+
+
+def test_compact_rewrites_the_embedded_aof_and_says_why_when_it_cannot(tmp_path: Path) -> None:
+    """``fixgw compact`` (installed command) on the Valkey ``fixgw up`` would start from a config:
+    the AOF is rewritten while it waits (Valkey's rewrite count moves, the data is all there),
+    and it prints the AOF's size before and after. No data directory, or a Valkey without an
+    AOF: refused with the reason, exit 1."""
+    from fixgw.cli import embedded_password, embedded_server
+
+    data_dir = tmp_path / "valkey"
+    port = free_port()
+    config_file = tmp_path / "fixgw.toml"
+    config_file.write_text(f'[embedded]\nport = {port}\ndata_dir = "{data_dir}"\n')
+    fixgw = str(Path(sys.executable).parent / "fixgw")
+    with embedded_server({}, set(), data_dir=data_dir, port=port, password=embedded_password(data_dir)) as server:
+        client = server.client()
+        for i in range(200):  # the same keys again and again: a rewrite makes the AOF smaller
+            client.set(f"k{i % 10}", "x" * 1000)
+        rewrites = client.info("persistence")["aof_rewrites"]
+        out = subprocess.run([fixgw, "compact", "--config", str(config_file)], capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "AOF rewritten in" in out.stdout and " MB -> " in out.stdout
+        assert client.info("persistence")["aof_rewrites"] == rewrites + 1
+        assert [client.get(f"k{i}") for i in range(10)] == [b"x" * 1000] * 10
+    missing = subprocess.run([fixgw, "compact", "--config", str(config_file), "--data-dir", str(tmp_path / "none")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "no embedded Valkey data in" in missing.stderr
+    plain_dir = tmp_path / "plain"
+    with embedded_server({"embedded": {"aof": False}}, set(), data_dir=plain_dir, port=port,
+                         password=embedded_password(plain_dir)):
+        no_aof = subprocess.run([fixgw, "compact", "--config", str(config_file), "--data-dir", str(plain_dir)],
+                                capture_output=True, text=True, timeout=60)
+    assert no_aof.returncode == 1 and "keeps no AOF" in no_aof.stderr
