@@ -15,6 +15,7 @@ as the original did.
 from __future__ import annotations
 
 import heapq
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -163,7 +164,10 @@ class Book:
     def __init__(self, pair_id: int) -> None:
         self.pair_id = pair_id
         self.orders: dict[str, Order] = {}
-        self._levels: dict[Side, dict[int, dict[str, None]]] = {Side.BUY: {}, Side.SELL: {}}
+        # A level is an OrderedDict, not a dict: matching takes its oldest order and removes it,
+        # and a plain dict's first entry is found by walking past every one deleted before it
+        # (20 µs an order through a level of 50,000 against 0.3 µs: quadratic in its depth).
+        self._levels: dict[Side, dict[int, OrderedDict[str, None]]] = {Side.BUY: {}, Side.SELL: {}}
         self._heaps: dict[Side, list[int]] = {Side.BUY: [], Side.SELL: []}  # bids negated
 
     def add(self, order: Order) -> None:
@@ -171,7 +175,7 @@ class Book:
         levels = self._levels[order.side]
         level = levels.get(order.price)
         if level is None:
-            level = levels[order.price] = {}
+            level = levels[order.price] = OrderedDict()
             heapq.heappush(self._heaps[order.side], -order.price if order.side is Side.BUY else order.price)
         level[order.order_id] = None
         self.orders[order.order_id] = order
