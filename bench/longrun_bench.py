@@ -11,7 +11,7 @@ needed to afford them). Beside each window, from a sample a second:
 
 - Valkey: AOF rewrites (with the fork's time and the rewrite's duration), delayed fsyncs (INFO
   persistence), its own latency events of 5 ms or more (``LATENCY HISTORY``: fork, command, aof-*),
-  its used memory;
+  its used memory; at the end, which commands took 5 ms or more (``SLOWLOG``);
 - the gateway's group-commit misses; retention passes and the records they removed;
 - lease renewals (the gateway's dispatcher locks, the cells' conductor and outbox leases);
 - the CPU each part of the system spent per request (gateway, Valkey, the cells; from ``/proc``);
@@ -209,6 +209,9 @@ def main() -> None:
             password = (tmp / "var" / "valkey" / "password").read_text().strip()
             valkey = __import__("redis").Redis(port=vport, password=password)
             valkey.config_set("latency-monitor-threshold", 5)  # Valkey's own stalls of 5 ms or more, by event
+            valkey.config_set("slowlog-log-slower-than", 5000)  # and which commands they were (µs)
+            valkey.config_set("slowlog-max-len", 1000)
+            valkey.slowlog_reset()
             print(f"fixgw up (default config), {args.rate:.0f} requests/s (30 % cancels) for {args.minutes:g} min, "
                   f"windows of {args.window:g} s", flush=True)
             clients = [subprocess.Popen([sys.executable, __file__, "--client", str(fport), name,
@@ -239,6 +242,13 @@ def main() -> None:
             stalls = valkey.execute_command("LATENCY", "LATEST")
             stall_history = {event.decode() if isinstance(event, bytes) else event:
                              valkey.execute_command("LATENCY", "HISTORY", event) for event, *_ in stalls}
+            slow: dict[str, list[float]] = {}
+            for entry in valkey.slowlog_get(1000):
+                words = entry["command"].split()
+                name = (words[0] if words else b"?").decode(errors="replace").upper()
+                if name in ("EVALSHA", "EVAL", "FCALL") and len(words) > 1:
+                    name += " " + words[1][:8].decode(errors="replace")
+                slow.setdefault(name, []).append(entry["duration"] / 1000)
             misses_log = [line for line in log.read_text().splitlines() if "group commit not possible" in line]
             if args.memory:
                 memory_by_kind(valkey, done_requests=sum(len(json.loads((tmp / f"{n}.json").read_text())["done"])
@@ -301,6 +311,9 @@ def main() -> None:
           + ", ".join(f"{part} {1000 * v / max(1, len(done)):.2f}" for part, v in spent.items())
           + f"); at {args.rate:.0f}/s the system kept {busy:.2f} of the machine's {os.cpu_count()} CPUs busy "
           f"({100 * busy / (os.cpu_count() or 1):.0f} %), its load generators not counted")
+    if slow:
+        print("Valkey's commands of 5 ms or more (SLOWLOG): " + ", ".join(
+            f"{name} ×{len(ms)} (max {max(ms):.1f} ms)" for name, ms in sorted(slow.items(), key=lambda kv: -len(kv[1]))))
     print(f"answered {len(done)}, unanswered {unanswered}; group commit fell back to one by one "
           f"{len(misses_log)} times (gateway log)")
     print(f"worst window: p99 {max(p99s):.2f} ms, p99.9 {max(p999s):.2f} ms, max {max(maxes):.1f} ms"
