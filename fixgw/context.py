@@ -45,7 +45,7 @@ class GatewayContext:
     deliver_many: Callable[[list[tuple[fix.SessionID, list[SessionMessage]]]], list[list[SessionMessage] | StoreError]]
     answer: Callable[..., None]  # (session id, message, inbound number | None, then=None): GroupCommit.answer
     serving: Callable[[], bool]  # active with every lock held: events may be delivered
-    session_id: Callable[[SessionConfig], fix.SessionID]  # one the gateway keeps: GroupCommit.session_id
+    session_id: Callable[[SessionConfig], fix.SessionID]  # one the gateway keeps: GatewayApplication.session_id
     memory_problem: Callable[[], str | None] = lambda: None  # why new orders are refused (datastore/memory.py)
     # Sessions listed but served by another group (moved away, or not moved here yet): key texts
     away: set[str] = field(default_factory=set)
