@@ -810,6 +810,9 @@ def test_pipelined_a_takeover_while_a_batch_is_staged_fences_its_commit(valkey: 
         successor = conductor(other, batch_size=40)
         assert successor.try_lease()
         a.lease._valid_until += 10  # a still believes it holds the lease
+        # and its renewal is not due (on a slow machine the set-up can outlast renew_s; the
+        # renewal would then find the successor first and stand down without a commit)
+        a.lease._renewed_at = time.monotonic()
         with pytest.raises(LeaseLost):
             a.step(block_ms=10)  # its WATCH, taken right after the first batch's EXEC, fails the second's
     assert not a.has_lease
