@@ -15,7 +15,7 @@ needed to afford them). Beside each window, from a sample a second:
 - the gateway's group-commit misses; retention passes and the records they removed;
 - lease renewals (the gateway's dispatcher locks, the cells' conductor and outbox leases);
 - the CPU each part of the system spent per request (gateway, Valkey, the cells; from ``/proc``);
-- the collector's passes in the gateway and the cells, their pauses together and how many took
+- the collector's passes in the gateway and the cells, their pauses (together and each part's) and how many took
   5 ms or more (``python_gc_pause_seconds_total``, ``python_gc_long_pauses_total``).
 
     .venv/bin/python bench/longrun_bench.py [--rate 400] [--minutes 10] [--window 30]
@@ -32,6 +32,7 @@ import argparse
 import contextlib
 import gc
 import json
+import math
 import os
 import re
 import shutil
@@ -225,10 +226,13 @@ def main() -> None:
                     valkey.bgrewriteaof()
                     next_rewrite += args.rewrite_every
                 sample: dict[str, float] = {}
-                for url in urls:
+                for n, url in enumerate(urls):
                     try:
                         for k, v in scrape(url).items():
                             sample[k] = sample.get(k, 0.0) + v
+                            if k == "python_gc_pause_seconds_total":  # whose pauses: the gateway's or the cells'
+                                part = f"{k}:{'gateway' if n == 0 else 'cells'}"
+                                sample[part] = sample.get(part, 0.0) + v
                     except OSError:
                         pass
                 info = valkey.info("persistence")
@@ -258,14 +262,18 @@ def main() -> None:
             up.wait(30)
     done = sorted(d for r in results for d in r["done"])
     unanswered = sum(r["unanswered"] for r in results)
-    windows = int(seconds // args.window) + 1
+    # Windows from the first request sent; the last one takes the few requests the two clients
+    # send after it ends (they start a moment apart), so no window is a sliver of a second.
+    origin = done[0][0] if done else started
+    windows = max(1, math.ceil(seconds / args.window))
     print(f"{'window':>8} {'requests':>8} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8} {'max ms':>7}  "
           "AOF rewrites, delayed fsyncs, group-commit misses, "
-          "GC collections (gateway+cells: their pauses together, how many of 5 ms or more), "
+          "GC collections (gateway+cells: their pauses together and each part's, how many of 5 ms or more), "
           "retention passes, lease renewals")
     p99s, p999s, maxes = [], [], []
     for w in range(windows):
-        lo, hi = started + w * args.window, started + (w + 1) * args.window
+        lo = origin + w * args.window
+        hi = origin + (w + 1) * args.window if w < windows - 1 else float("inf")
         lat = sorted(ms for at, ms, _ in done if lo <= at < hi)
         if not lat:
             continue
@@ -281,6 +289,8 @@ def main() -> None:
         gcs = delta(lambda x: x[0].get("python_gc_collections_total", 0.0))
         gc_ms = 1000 * delta(lambda x: x[0].get("python_gc_pause_seconds_total", 0.0))
         gc_long = delta(lambda x: x[0].get("python_gc_long_pauses_total", 0.0))
+        gc_parts = {part: 1000 * delta(lambda x, part=part: x[0].get(f"python_gc_pause_seconds_total:{part}", 0.0))
+                    for part in ("gateway", "cells")}
         trims = delta(lambda x: x[0].get("fixgw_retention_passes_total", 0.0))
         trimmed = delta(lambda x: x[0].get("fixgw_retention_removed_total", 0.0))
         renewals = delta(lambda x: x[0].get("fixgw_lock_renewals_total", 0.0)
@@ -299,7 +309,8 @@ def main() -> None:
         maxes.append(mx)
         print(f"{w * args.window:>6.0f} s {len(lat):>8} {percentile(lat, 0.5):>7.2f} {p99:>7.2f} {p999:>8.2f} "
               f"{mx:>7.1f}  {rewrites:.0f}{f' (fork {fork_ms:.1f} ms, {took} s)' if rewrites else ''}, {fsyncs:.0f}, "
-              f"{misses:.0f}, {gcs:.0f} ({gc_ms:.0f} ms, {gc_long:.0f} ≥ 5 ms), {trims:.0f} ({trimmed:.0f} records), "
+              f"{misses:.0f}, {gcs:.0f} ({gc_ms:.0f} ms: gateway {gc_parts['gateway']:.0f}, "
+              f"cells {gc_parts['cells']:.0f}; {gc_long:.0f} ≥ 5 ms), {trims:.0f} ({trimmed:.0f} records), "
               f"{renewals:.0f}; Valkey {memory_mb:.0f} MB; CPU ms/request: gateway {cpu['gateway']:.2f}, "
               f"Valkey {cpu['valkey']:.2f}, cells {cpu['cells']:.2f}"
               + (f"; Valkey's own stalls: {valkey_stalls}" if valkey_stalls else ""), flush=True)

@@ -17,8 +17,10 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
+
+import msgspec
 
 from .contracts import (
     CancelOrder,
@@ -78,9 +80,14 @@ CANCEL_REASONS = {"cancel-on-disconnect": Reason.CANCEL_ON_DISCONNECT, "mass-can
                   "operator": Reason.OPERATOR}  # CancelOrder.reason → the order.canceled reason
 
 
-@dataclass(frozen=True, slots=True)
-class Order:
-    """An order as the book holds it (and as the conductor stores it)."""
+class Order(msgspec.Struct, frozen=True, gc=False):
+    """An order as the book holds it (and as the conductor stores it).
+
+    Out of the garbage collector's sight (``gc=False``): its fields are strings, numbers and
+    enum members, so it can never be part of a reference cycle, and a book of resting orders
+    is most of a cell's heap — a full collection walked every one of them (170,000 resting
+    orders: 59 ms with the interpreter held, 15 ms untracked; tests/test_domain.py).
+    """
 
     order_id: str
     pair_id: int
@@ -116,7 +123,7 @@ class Order:
 
     def filled_by(self, qty: int, price: int) -> Order:
         """This order after a fill of ``qty`` at ``price`` (the matching loop's hot path:
-        a direct construction, not ``dataclasses.replace``)."""
+        a direct construction, not ``msgspec.structs.replace``)."""
         return Order(self.order_id, self.pair_id, self.side, self.order_type, self.time_in_force, self.price,
                      self.quantity, self.remaining - qty, self.priority, self.post_only, self.account, self.owner,
                      self.client_order_id, self.filled_notional + price * qty)
@@ -431,7 +438,7 @@ class Cell:
         assert r.price is not None
         keeps_priority = r.price == order.price and r.quantity <= order.quantity
         book = self.book(r.pair_id)
-        updated = replace(order, price=r.price, quantity=r.quantity, remaining=r.quantity - order.filled,
+        updated = msgspec.structs.replace(order, price=r.price, quantity=r.quantity, remaining=r.quantity - order.filled,
                           client_order_id=r.client_order_id or order.client_order_id,
                           priority=order.priority if keeps_priority else self._take_priority())
         out.emit(OrderReplaced(*updated.cum(), priority_kept=keeps_priority, orig_client_order_id=order.client_order_id))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from matching.contracts import CancelOrder, DealExecuted, OrderPayload, OrderType, PlaceOrder, ReplaceOrder, Side, TimeInForce
@@ -136,3 +138,20 @@ def test_random_flows_match_the_reference_event_by_event(seed: int, mode: StpMod
     for cmd in random_flow(seed, 600):
         got = [project(p) for p in cell.apply(cmd).events]
         assert got == ref.apply(cmd), cmd
+
+
+def test_resting_orders_are_out_of_the_collectors_sight(cell: Cell) -> None:
+    """A book of resting orders is most of a cell's heap: a full collection must not walk it
+    (the pause would grow with the book). Placed, partly filled and replaced orders alike."""
+    place(cell, S, 10, 205, oid="partly-filled")
+    place(cell, B, 4, 205)
+    cell.apply(ReplaceOrder("c-replace", 0, 0, "partly-filled", 8, 206))
+    place(cell, B, 1, 195, oid="warm-up")  # a level of each side exists before the count
+    gc.collect()
+    before = len(gc.get_objects())
+    for i in range(2000):
+        place(cell, B, 1, 195, oid=f"rest-{i}")
+    gc.collect()
+    assert len(cell.books[0].orders) == 2002
+    assert not any(gc.is_tracked(o) for o in cell.books[0].orders.values())
+    assert len(gc.get_objects()) - before < 20, "the collector walks nothing per resting order"

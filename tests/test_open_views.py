@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 from fixgw.dispatcher import OpenViews
 from fixgw.fixmsg import SessionMessage
 from fixgw.translation import OrderView
@@ -75,3 +77,19 @@ def test_the_least_recently_committed_view_is_dropped_first() -> None:
     assert len(cache) == 2
     assert cache.get(S, "o1") is None
     assert cache.get(S, "o0") == view("o0", "1") and cache.get(S, "o2") == view("o2")
+
+
+def test_cached_views_are_out_of_the_collectors_sight() -> None:
+    """A full cache is 100,000 views: a full collection of the gateway must not walk them."""
+    cache = OpenViews(5000)
+    warm = delivery("warm", 0)
+    cache.committed(S, [(warm, view("warm"))], [warm])
+    gc.collect()
+    before = len(gc.get_objects())
+    ds = [delivery(f"o{i}", i + 1) for i in range(2000)]
+    for d in ds:
+        cache.committed(S, [(d, view(d.order_id))], [d])
+    del ds, d
+    gc.collect()
+    assert len(cache) == 2001
+    assert len(gc.get_objects()) - before < 20, "the collector walks nothing per cached view"
