@@ -108,17 +108,31 @@ def test_delivery_retention_must_cover_the_idempotency_window() -> None:
 
 def test_batch_linger_pauses_only_after_a_small_batch_and_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """The pause after a cycle (matching/linger.py): none after one entry (a quiet moment: latency
-    first) or a full batch (a backlog); the linger after anything between. A linger too long
-    to be meant is refused with the setting's name, in the gateway's file and the cells'
-    environment alike."""
+    first) or a full batch (a backlog); the linger after anything between — when entries arrive
+    fast enough to bring one more within it. A linger too long to be meant is refused with the
+    setting's name, in the gateway's file and the cells' environment alike."""
     from pydantic import ValidationError
 
     from fixgw.config import GatewaySettings
     from matching.config import load_cell_settings
     from matching.linger import Linger
 
-    linger = Linger(0.001, 100)
-    assert [linger.pause_after(n) for n in (0, 1, 2, 50, 99, 100, 250)] == [0, 0, 0.001, 0.001, 0.001, 0, 0]
+    def fed(rate: float, cycles: int = 50) -> Linger:
+        """A linger whose loop has seen ``cycles`` cycles of 2 entries arriving at ``rate`` a second."""
+        now = [0.0]
+        linger = Linger(0.001, 100, clock=lambda: now[0])
+        for _ in range(cycles):
+            now[0] += 2 / rate
+            linger.observe(2)
+        return linger
+
+    busy = fed(2000)
+    assert busy.arrival_rate == pytest.approx(2000, rel=0.01)
+    assert [busy.pause_after(n) for n in (0, 1, 2, 50, 99, 100, 250)] == [0, 0, 0.001, 0.001, 0.001, 0, 0]
+    steady = fed(400)  # a 1 ms pause would mostly wait for nothing
+    assert steady.arrival_rate == pytest.approx(400, rel=0.01)
+    assert [steady.pause_after(n) for n in (2, 50)] == [0, 0]
+    assert Linger(0.001, 100).pause_after(50) == 0, "no rate seen yet: no pause"
     assert Linger(0.0, 100).pause_after(50) == 0
     with pytest.raises(ValueError, match="must not be negative"):
         Linger(-0.001, 100)
