@@ -342,6 +342,28 @@ def test_acknowledged_commands_past_their_retention_are_trimmed_and_pending_ones
     assert [e.payload.order_id for e in stream_events(client)][-2:] == ["o-pending", "o-unread"], "none lost"
 
 
+def test_a_long_acknowledged_stretch_is_trimmed_in_bounded_steps(valkey: ValkeyProcess) -> None:
+    """A minute of a busy stream is tens of thousands of entries: retention removes them a few
+    nodes a call (Valkey serves other clients between the calls), and still exactly up to the
+    bound — the last delivered entry stays."""
+    from matching.storage import TRIM_STEP
+
+    client = cell_client(RedisEndpoint(url=valkey.url))
+    stream, count = "{trim-test}:stream", 5 * TRIM_STEP
+    pipe = client.pipeline(transaction=False)
+    for i in range(count):
+        pipe.xadd(stream, {"n": i})
+    ids = pipe.execute()
+    client.xgroup_create(stream, "readers", id="0")
+    client.xreadgroup("readers", "r", {stream: ">"}, count=count)
+    client.xack(stream, "readers", *ids)
+    before = client.info("commandstats").get("cmdstat_xtrim", {}).get("calls", 0)
+    assert trim_acknowledged(client, stream, keep_ms=0) == count - 1
+    assert [entry_id for entry_id, _ in client.xrange(stream)] == [ids[-1]]
+    calls = client.info("commandstats")["cmdstat_xtrim"]["calls"] - before
+    assert calls >= count // TRIM_STEP + 1, f"{calls} XTRIM calls for {count} entries"
+
+
 def test_a_different_partition_count_refuses_to_boot(valkey: ValkeyProcess) -> None:
     client = cell_client(RedisEndpoint(url=valkey.url))
     conductor(client)
