@@ -70,7 +70,17 @@ class DemoClient(fix.Application):
         directory, host, reset_on_logon = self._where
         settings = initiator_settings(directory / f"{self.name}.cfg", host, port, self.sid, directory / self.name,
                                       reset_on_logon)
-        return fix.SocketInitiator(self, fix.FileStoreFactory(settings), settings)
+        # QuickFIX keeps one process-wide registry of sessions by SessionID, and a session being
+        # destroyed erases its SessionID's entry, whoever holds it now. An earlier client of the
+        # same SessionID that nobody closed (an initiator and its application refer to each
+        # other, so only the cycle collector frees them) would erase this one's entry at some
+        # later collection, and sends would fail with SessionNotFound: collected here instead.
+        gc.collect()
+        initiator = fix.SocketInitiator(self, fix.FileStoreFactory(settings), settings)
+        registered = fix.Session.lookupSession(self.sid)
+        if int(registered.this) != int(initiator.getSession(self.sid).this):
+            raise RuntimeError(f"a client of {self.sid} is still alive in this process: close it first")
+        return initiator
 
     def reconnect_to(self, port: int) -> None:
         """Connect to another gateway of the venue (a session moved to another group), going on
