@@ -125,11 +125,32 @@ def scrape(url: str) -> dict[str, float]:
     return out
 
 
-def process_cpu(root: int) -> dict[str, float]:
+def run_queue_wait(pid: int) -> float:
+    """Seconds the process's threads have spent runnable but waiting for a CPU (the scheduler's
+    ``schedstat``): what a busy machine adds to a request's latency."""
+    waited = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            waited += int((task / "schedstat").read_text().split()[1])
+    return waited / 1e9
+
+
+def steal_s() -> float:
+    """CPU time the hypervisor gave to others while this machine's CPUs wanted it, so far."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu(root: int, clients: list[int]) -> dict[str, float]:
     """CPU seconds used so far by the system's processes, by part: the gateway (``fixgw up``
-    itself), Valkey and the cells (its children)."""
+    itself), Valkey and the cells (its children); and the seconds each part, and the load
+    generators, waited for a CPU (``wait_<part>``)."""
     tick = os.sysconf("SC_CLK_TCK")
     out = {"gateway": 0.0, "valkey": 0.0, "cells": 0.0}
+    out |= {f"wait_{part}": 0.0 for part in (*out, "clients")}
+    for pid in clients:
+        with contextlib.suppress(OSError):
+            out["wait_clients"] += run_queue_wait(pid)
     pids = [root]
     for task in Path(f"/proc/{root}/task").iterdir():
         with contextlib.suppress(OSError):
@@ -143,6 +164,8 @@ def process_cpu(root: int) -> dict[str, float]:
         fields = stat[stat.rindex(")") + 2:].split()
         part = "gateway" if pid == root else "valkey" if b"valkey-server" in cmdline else "cells"
         out[part] += (int(fields[11]) + int(fields[12])) / tick
+        with contextlib.suppress(OSError):
+            out[f"wait_{part}"] += run_queue_wait(pid)
     return out
 
 
@@ -236,11 +259,12 @@ def main() -> None:
                     except OSError:
                         pass
                 info = valkey.info("persistence")
-                timeline.append((time.time(), sample, {k: info.get(k) for k in (
+                timeline.append((time.time(), sample, {"at": time.time()} | {k: info.get(k) for k in (
                     "aof_rewrites", "aof_delayed_fsync", "aof_rewrite_in_progress", "rdb_bgsave_in_progress",
                     "aof_last_rewrite_time_sec")} | {"latest_fork_usec": valkey.info("stats").get("latest_fork_usec"),
                                                       "used_memory": valkey.info("memory").get("used_memory")}
-                                 | {f"cpu_{part}": v for part, v in process_cpu(up.pid).items()}))
+                                 | {f"cpu_{part}": v for part, v in process_cpu(up.pid, [c.pid for c in clients]).items()}
+                                 | {"steal": steal_s()}))
                 time.sleep(1.0)
             results = [json.loads((tmp / f"{n}.json").read_text()) for n in ("CLIENT1", "CLIENT2")]
             stalls = valkey.execute_command("LATENCY", "LATEST")
@@ -300,6 +324,10 @@ def main() -> None:
         memory_mb = (in_w[-1][1].get("used_memory") or 0) / 2**20 if in_w else 0.0
         cpu = {part: 1000 * delta(lambda x, part=part: x[1].get(f"cpu_{part}") or 0.0) / len(lat)
                for part in ("gateway", "valkey", "cells")}
+        span = max(1e-9, in_w[-1][1].get("at", hi) - in_w[0][1].get("at", lo)) if len(in_w) > 1 else 1.0
+        waits = {part: 1000 * delta(lambda x, part=part: x[1].get(f"cpu_wait_{part}") or 0.0) / span
+                 for part in ("gateway", "valkey", "cells", "clients")}
+        steal = 100 * delta(lambda x: x[1].get("steal") or 0.0) / span / (os.cpu_count() or 1)
         valkey_stalls = ", ".join(f"{event} {max(ms for at, ms in hist if lo <= at < hi)} ms"
                                   for event, hist in sorted(stall_history.items())
                                   if any(lo <= at < hi for at, _ in hist))
@@ -312,8 +340,21 @@ def main() -> None:
               f"{misses:.0f}, {gcs:.0f} ({gc_ms:.0f} ms: gateway {gc_parts['gateway']:.0f}, "
               f"cells {gc_parts['cells']:.0f}; {gc_long:.0f} ≥ 5 ms), {trims:.0f} ({trimmed:.0f} records), "
               f"{renewals:.0f}; Valkey {memory_mb:.0f} MB; CPU ms/request: gateway {cpu['gateway']:.2f}, "
-              f"Valkey {cpu['valkey']:.2f}, cells {cpu['cells']:.2f}"
+              f"Valkey {cpu['valkey']:.2f}, cells {cpu['cells']:.2f}; waiting for a CPU, ms/s: "
+              + ", ".join(f"{part} {ms:.0f}" for part, ms in waits.items()) + f"; steal {steal:.1f} %"
               + (f"; Valkey's own stalls: {valkey_stalls}" if valkey_stalls else ""), flush=True)
+    print("the slowest requests, and what the second around each held (GC pauses, waits for a CPU in ms, steal):")
+    for at, ms, kind in sorted(done, key=lambda d: -d[1])[:5]:
+        before = [(t, s, i) for t, s, i in timeline if t <= at][-1:] or timeline[:1]
+        after = [(t, s, i) for t, s, i in timeline if t >= at + ms / 1000][:1] or timeline[-1:]
+        (t0, s0, i0), (t1, s1, i1) = before[0], after[0]
+        gc_of = {part: 1000 * (s1.get(f"python_gc_pause_seconds_total:{part}", 0.0)
+                               - s0.get(f"python_gc_pause_seconds_total:{part}", 0.0)) for part in ("gateway", "cells")}
+        waited = {part: 1000 * ((i1.get(f"cpu_wait_{part}") or 0.0) - (i0.get(f"cpu_wait_{part}") or 0.0))
+                  for part in ("gateway", "valkey", "cells", "clients")}
+        print(f"  {kind} at +{at - origin:6.1f} s: {ms:6.1f} ms; over {t1 - t0:.1f} s: GC gateway {gc_of['gateway']:.0f}, "
+              f"cells {gc_of['cells']:.0f}; waits " + ", ".join(f"{p} {w:.0f}" for p, w in waited.items())
+              + f"; steal {1000 * ((i1.get('steal') or 0.0) - (i0.get('steal') or 0.0)):.0f} ms")
     goal = GOALS.get(int(args.rate))
     spent = {part: (timeline[-1][2].get(f"cpu_{part}") or 0.0) - (timeline[0][2].get(f"cpu_{part}") or 0.0)
              for part in ("gateway", "valkey", "cells")}
