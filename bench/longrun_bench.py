@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import gc
 import json
 import math
@@ -54,6 +55,14 @@ from fixgw.fixat import RawSession, fix_time  # noqa: E402
 GOALS = {400: (5.0, 20.0, 100.0), 1000: (10.0, 40.0, 200.0)}  # rate → p99, p99.9, max (ms)
 
 
+def stamped(msg: bytes) -> float:
+    """The answer's SendingTime (52), as wall-clock seconds: when the gateway numbered and stored
+    it, so a slow request's time splits into before the gateway's send stage and after."""
+    raw = msg.split(b"\x0152=", 1)[1].split(b"\x01", 1)[0].decode()
+    at = datetime.datetime.strptime(raw, "%Y%m%d-%H:%M:%S.%f" if "." in raw else "%Y%m%d-%H:%M:%S")
+    return at.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
 def client(port: int, name: str, rate: float, seconds: float, out: str) -> None:
     """One session's load, paced; writes ``[sent wall time, latency ms, kind]`` per answered request."""
     gc.disable()
@@ -62,7 +71,7 @@ def client(port: int, name: str, rate: float, seconds: float, out: str) -> None:
     send("35=A\x0198=0\x01108=30\x01141=Y")
     assert conn.read_message(10) is not None
     sent: dict[str, tuple[float, float, str]] = {}  # ClOrdID → (perf counter, wall, kind)
-    done: list[tuple[float, float, str]] = []
+    done: list[tuple[float, float, str, float]] = []
     cancels: list[tuple[float, str, str]] = []  # (due, cancel's ClOrdID, order's ClOrdID)
 
     def drain(until: float) -> None:
@@ -80,7 +89,8 @@ def client(port: int, name: str, rate: float, seconds: float, out: str) -> None:
                 cl = msg.split(b"\x0111=", 1)[1].split(b"\x01", 1)[0].decode()
                 started = sent.pop(cl, None)
                 if started is not None:
-                    done.append((started[1], (time.perf_counter() - started[0]) * 1000, started[2]))
+                    done.append((started[1], (time.perf_counter() - started[0]) * 1000, started[2],
+                                 (stamped(msg) - started[1]) * 1000))
             if time.perf_counter() >= until:
                 return
 
@@ -298,7 +308,7 @@ def main() -> None:
     for w in range(windows):
         lo = origin + w * args.window
         hi = origin + (w + 1) * args.window if w < windows - 1 else float("inf")
-        lat = sorted(ms for at, ms, _ in done if lo <= at < hi)
+        lat = sorted(ms for at, ms, *_ in done if lo <= at < hi)
         if not lat:
             continue
         # a window's counters: from the last sample before it to its own last one
@@ -344,7 +354,7 @@ def main() -> None:
               + ", ".join(f"{part} {ms:.0f}" for part, ms in waits.items()) + f"; steal {steal:.1f} %"
               + (f"; Valkey's own stalls: {valkey_stalls}" if valkey_stalls else ""), flush=True)
     print("the slowest requests, and what the second around each held (GC pauses, waits for a CPU in ms, steal):")
-    for at, ms, kind in sorted(done, key=lambda d: -d[1])[:5]:
+    for at, ms, kind, to_stamp in sorted(done, key=lambda d: -d[1])[:5]:
         before = [(t, s, i) for t, s, i in timeline if t <= at][-1:] or timeline[:1]
         after = [(t, s, i) for t, s, i in timeline if t >= at + ms / 1000][:1] or timeline[-1:]
         (t0, s0, i0), (t1, s1, i1) = before[0], after[0]
@@ -352,9 +362,16 @@ def main() -> None:
                                - s0.get(f"python_gc_pause_seconds_total:{part}", 0.0)) for part in ("gateway", "cells")}
         waited = {part: 1000 * ((i1.get(f"cpu_wait_{part}") or 0.0) - (i0.get(f"cpu_wait_{part}") or 0.0))
                   for part in ("gateway", "valkey", "cells", "clients")}
-        print(f"  {kind} at +{at - origin:6.1f} s: {ms:6.1f} ms; over {t1 - t0:.1f} s: GC gateway {gc_of['gateway']:.0f}, "
+        print(f"  {kind} at +{at - origin:6.1f} s: {ms:6.1f} ms, its answer stamped (SendingTime) {to_stamp:.0f} ms "
+              f"after the send; over {t1 - t0:.1f} s: GC gateway {gc_of['gateway']:.0f}, "
               f"cells {gc_of['cells']:.0f}; waits " + ", ".join(f"{p} {w:.0f}" for p, w in waited.items())
               + f"; steal {1000 * ((i1.get('steal') or 0.0) - (i0.get('steal') or 0.0)):.0f} ms")
+    late = [(ms, to_stamp) for _, ms, _, to_stamp in done if ms >= 10]
+    if late:
+        before = sorted(min(1.0, max(0.0, to_stamp / ms)) for ms, to_stamp in late)
+        print(f"{len(late)} requests took 10 ms or more; the share of their time before their answer was stamped "
+              f"(the order path up to the gateway's send stage): median {100 * before[len(before) // 2]:.0f} %, "
+              f"p10 {100 * before[len(before) // 10]:.0f} %, p90 {100 * before[9 * len(before) // 10]:.0f} %")
     goal = GOALS.get(int(args.rate))
     spent = {part: (timeline[-1][2].get(f"cpu_{part}") or 0.0) - (timeline[0][2].get(f"cpu_{part}") or 0.0)
              for part in ("gateway", "valkey", "cells")}
