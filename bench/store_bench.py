@@ -7,6 +7,10 @@ Baseline, same run: the same records encoded and kept in a Python dict.
 
 Anchor: seed 004 measured ~27 µs added per outbound message (~35k msg/s).
 
+Then what a cancel or a replace reads of its original order (the ClOrdID's record and the
+order's view): one script (``ORDER_OF_CLORDID``) against the two reads it replaced (GET, then
+HMGET with the record's order id), wall time and this process's CPU per lookup, in the same run.
+
     .venv/bin/python bench/store_bench.py [--messages 20000] [--batch 64]
 """
 
@@ -93,6 +97,31 @@ def main() -> None:
         finally:
             replica.stop()
 
+    lookups = []
+    with standalone(aof=True, appendfsync="everysec") as server:
+        store = SessionStore(connect(RedisEndpoint(url=server.url)), FixedEpoch(1))
+        session = SessionKey("b", "fsg", "CANCELS")
+        store.stamp_owner(session)
+        count = min(n, 5000)
+        for i in range(count):
+            store.claim_clordid(session, f"C{i}", f'{{"orderId":"o{i}","pairId":10}}', 60_000)
+        store.client.hset(session.orders, mapping={f"o{i}": '{"status":"0"}' for i in range(count)})
+
+        def two_reads(clordid: str) -> None:
+            record = store.clordid_record(session, clordid)
+            assert record is not None
+            store.order_views(session, [record.split('"')[3]])
+
+        def one_script(clordid: str) -> None:
+            store.order_of_clordid(session, clordid)
+
+        for name, lookup in (("GET, then HMGET (two round trips)", two_reads),
+                             ("ORDER_OF_CLORDID (one script)", one_script)) * 2:  # twice: the first warms up
+            wall, cpu = time.perf_counter(), time.process_time()
+            for i in range(count):
+                lookup(f"C{i}")
+            lookups.append((name, count, time.perf_counter() - wall, time.process_time() - cpu))
+
     print(f"{n} outbound messages of {len(BODY[:726])} bytes, one connection\n")
     print(f"{'store':52} {'µs/msg':>8} {'msg/s':>10} {'added µs':>9} {'vs seed 27µs':>12}")
     for name, secs in rows:
@@ -101,6 +130,11 @@ def main() -> None:
         ratio = f"{27 / added:.2f}x" if added > 0 and name != rows[0][0] else "-"
         print(f"{name:52} {us:8.1f} {n / secs:10.0f} {added:9.1f} {ratio:>12}")
     print("\n'added µs' = µs/msg minus the dict baseline; 'vs seed' > 1 means cheaper than seed 004's 27 µs.")
+    print(f"\nA cancel's read of its original order, {lookups[0][1]} lookups (second pass of each):")
+    baseline = lookups[2]
+    for name, count, wall, cpu in lookups[2:]:
+        print(f"  {name:40} {wall / count * 1e6:7.1f} µs  {cpu / count * 1e6:6.1f} µs CPU (client)  "
+              f"{baseline[2] / wall:5.2f}x the two reads' speed")
 
 
 if __name__ == "__main__":

@@ -293,13 +293,17 @@ class OrderEntryBehaviour:
         raw = store.clordid_record(key, clordid)
         return RECORD_DECODER.decode(raw) if raw else None
 
-    def _view(self, store: SessionStore, key: SessionKey, record: ClOrdIDRecord | None) -> tr.OrderView | None:
-        if record is None:
-            return None
-        raw = store.order_views(key, [record.order_id])[0]
-        if raw is not None:
-            return tr.OrderView.from_json(raw)
-        return record.view
+    def _record_and_view(self, store: SessionStore, key: SessionKey,
+                         clordid: str) -> tuple[ClOrdIDRecord | None, tr.OrderView | None]:
+        """The ClOrdID's record and its order's view: the one the dispatcher stored last, or the
+        one the claim recorded when the session's views no longer hold it (one round trip)."""
+        raw_record, raw_view = store.order_of_clordid(key, clordid)
+        if raw_record is None:
+            return None, None
+        record = RECORD_DECODER.decode(raw_record)
+        if raw_view is None and not raw_record.startswith('{"orderId":'):
+            raw_view = store.order_views(key, [record.order_id])[0]  # (a record the script could not read)
+        return record, tr.OrderView.from_json(raw_view) if raw_view is not None else record.view
 
     def _new_order(self, r: OrderRequest) -> None:
         session, clordid, cfg = str(r.key), r.fields.get(11, ""), r.cfg
@@ -323,7 +327,7 @@ class OrderEntryBehaviour:
 
         def answer(outcome: str) -> None:
             if outcome == "resent":
-                view = self._view(r.store, r.key, self._record(r.store, r.key, clordid)) or order_view
+                view = self._record_and_view(r.store, r.key, clordid)[1] or order_view
                 self._reply(r, "8", tr.status_report(view, f"S-{r.seq}-{clordid}", cfg.begin_string))
                 return
             self._reply(r, "8", tr.refusal_report(order_view, refusal_for(outcome, req.command.partition),
@@ -339,8 +343,7 @@ class OrderEntryBehaviour:
         original: ClOrdIDRecord | None = None
         view: tr.OrderView | None = None
         try:
-            original = self._record(r.store, r.key, orig) if orig else None
-            view = self._view(r.store, r.key, original)
+            original, view = self._record_and_view(r.store, r.key, orig) if orig else (None, None)
             pair = original.pair_id if original else None
             if replace:
                 req = tr.replace_order(r.fields, view, pair, self.table, session, self.router.partition_count,
@@ -372,7 +375,7 @@ class OrderEntryBehaviour:
 
     def _status(self, r: OrderRequest) -> None:
         clordid, cfg = r.fields.get(11, ""), r.cfg
-        view = self._view(r.store, r.key, self._record(r.store, r.key, clordid))
+        view = self._record_and_view(r.store, r.key, clordid)[1]
         if view is None:
             f = r.fields
             unknown = tr.OrderView("NONE", clordid, f.get(55, ""), f.get(54, "1"), "2", "1", "0", None, status="8")

@@ -229,6 +229,19 @@ for i = 4, #ARGV do entry[#entry + 1] = ARGV[i] end
 return redis.call('XADD', KEYS[3], '*', unpack(entry))
 """
 
+# A ClOrdID's record and the current view of the order it names, in one round trip (a cancel,
+# a replace and a status request need both; two reads would be two round trips, the second
+# waiting for the first's order id). The record is JSON whose first key is orderId
+# (``fixgw.orders.ClOrdIDRecord``): an order id is letters, digits and dashes, never a quote.
+# KEYS: ClOrdID key, orders. Returns {record, view}, each nil when absent.
+ORDER_OF_CLORDID = """
+local record = redis.call('GET', KEYS[1])
+if not record then return {false, false} end
+local order_id = string.match(record, '^{"orderId":"([^"]*)"')
+if not order_id then return {record, false} end
+return {record, redis.call('HGET', KEYS[2], order_id)}
+"""
+
 # The next expected inbound number, written only if each ClOrdID claim named holds the value of
 # the request that claimed it in the same round trip: a request found a duplicate, or refused,
 # is answered in a later round trip, and the number must not cover it before that answer is

@@ -168,6 +168,7 @@ class SessionStore:
         self._next_sender = self._script(scripts.SET_NEXT_SENDER)
         self._reset_period = self._script(scripts.RESET_PERIOD)
         self._password = self._script(scripts.SET_PASSWORD)
+        self._order_of_clordid = self._script(scripts.ORDER_OF_CLORDID)
 
     def _script(self, source: str) -> str:
         sha = hashlib.sha1(source.encode()).hexdigest()
@@ -357,6 +358,26 @@ class SessionStore:
 
     def clordid_record(self, session: SessionKey, clordid: str) -> str | None:
         return text_or_none(self._io(lambda: self.client.get(session.clordid(clordid))))
+
+    def order_of_clordid(self, session: SessionKey, clordid: str) -> tuple[str | None, str | None]:
+        """The ClOrdID's record and the stored view of the order it names (``ORDER_OF_CLORDID``),
+        in one round trip; each None when absent."""
+        call = self.script_call(self._order_of_clordid, [session.clordid(clordid), session.orders], [])
+
+        def read() -> Any:
+            if self._cluster:
+                return self._cluster_calls([call])[0]
+            [reply] = packed_round_trip(self.client, [call])
+            if isinstance(reply, NoScriptError):  # a restarted or flushed server
+                self.client.script_load(self._sources[self._order_of_clordid])
+                [reply] = packed_round_trip(self.client, [call])
+            return reply
+
+        reply = self._io(read)
+        if isinstance(reply, Exception):
+            raise store_error(reply) if isinstance(reply, ResponseError) else reply
+        record, view = reply
+        return text_or_none(record), text_or_none(view)
 
     def order_views(self, session: SessionKey, order_ids: list[str]) -> list[str | None]:
         return self.order_views_of([(session, order_ids)])[0]

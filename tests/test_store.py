@@ -174,6 +174,22 @@ def test_an_event_becomes_a_message_once_per_session(store: SessionStore) -> Non
     assert store.order_views(session, ["o1", "o2"]) == ['{"status":"0"}', None]
 
 
+def test_a_clordid_and_the_view_of_its_order_are_read_together(store: SessionStore) -> None:
+    """What a cancel or a replace needs of its original: the claim's record and the view the
+    dispatcher stored last, in one round trip; each None when absent; and again after the
+    server lost its scripts (a restart, SCRIPT FLUSH)."""
+    session = claimed(store)
+    assert store.claim_clordid(session, "A1", '{"orderId":"o1","pairId":10}', 60_000)
+    assert store.claim_clordid(session, "A2", '{"orderId":"o2","pairId":10}', 60_000)
+    assert store.commit_batch(session, [(message(1), "ev1:O", "o1", '{"status":"0"}')]) == set()
+    assert store.order_of_clordid(session, "A1") == ('{"orderId":"o1","pairId":10}', '{"status":"0"}')
+    assert store.order_of_clordid(session, "A2") == ('{"orderId":"o2","pairId":10}', None)
+    assert store.order_of_clordid(session, "A9") == (None, None)
+    for node in store.client.get_primaries() if hasattr(store.client, "get_primaries") else [None]:
+        (store.client.get_redis_connection(node) if node is not None else store.client).script_flush()
+    assert store.order_of_clordid(session, "A1") == ('{"orderId":"o1","pairId":10}', '{"status":"0"}')
+
+
 class Refusing:
     """A fence whose lock was lost."""
 
