@@ -301,8 +301,6 @@ class OrderEntryBehaviour:
         if raw_record is None:
             return None, None
         record = RECORD_DECODER.decode(raw_record)
-        if raw_view is None and not raw_record.startswith('{"orderId":'):
-            raw_view = store.order_views(key, [record.order_id])[0]  # (a record the script could not read)
         return record, tr.OrderView.from_json(raw_view) if raw_view is not None else record.view
 
     def _new_order(self, r: OrderRequest) -> None:

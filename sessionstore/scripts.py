@@ -233,8 +233,9 @@ return redis.call('XADD', KEYS[3], '*', unpack(entry))
 # a replace and a status request need both; two reads would be two round trips, the second
 # waiting for the first's order id). The record is JSON whose first key is orderId
 # (``fixgw.orders.ClOrdIDRecord``): an order id is letters, digits and dashes, never a quote.
-# KEYS: ClOrdID key, orders. Returns {record, view}, each nil when absent.
-ORDER_OF_CLORDID = """
+# KEYS: ClOrdID key, orders. Returns {record, view}, each nil when absent. ``no-writes``: it
+# runs when the datastore refuses writes (full memory), so a cancel is still understood.
+ORDER_OF_CLORDID = """#!lua flags=no-writes
 local record = redis.call('GET', KEYS[1])
 if not record then return {false, false} end
 local order_id = string.match(record, '^{"orderId":"([^"]*)"')

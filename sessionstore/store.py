@@ -216,8 +216,11 @@ class SessionStore:
 
         return self.availability.call(translated, self.fence.check)
 
-    def _packed_calls(self, calls: list[Call]) -> list[Any]:
-        if self.replica_acks:
+    def _packed_calls(self, calls: list[Call], replicated: bool = True) -> list[Any]:
+        """``calls`` in one round trip on one pooled connection, their scripts loaded again if the
+        server lost them; ``replicated``: a write, confirmed by ``replica_acks`` replicas."""
+        replicated = replicated and bool(self.replica_acks)
+        if replicated:
             calls = [*calls, ("INCR", self.replication_mark), ("WAIT", self.replica_acks, self.replica_timeout_ms)]
         with checked_out(self.client) as conn:
             def round_trip(todo: list[Call]) -> list[Any]:
@@ -240,7 +243,7 @@ class SessionStore:
                     conn.read_response()
                 for i, reply in zip(missing, round_trip([calls[i] for i in missing])):
                     replies[i] = reply
-        if self.replica_acks:
+        if replicated:
             acked = replies.pop()
             replies.pop()  # the mark's INCR
             if not isinstance(acked, Exception) and int(acked) < self.replica_acks:
@@ -362,18 +365,9 @@ class SessionStore:
     def order_of_clordid(self, session: SessionKey, clordid: str) -> tuple[str | None, str | None]:
         """The ClOrdID's record and the stored view of the order it names (``ORDER_OF_CLORDID``),
         in one round trip; each None when absent."""
-        call = self.script_call(self._order_of_clordid, [session.clordid(clordid), session.orders], [])
-
-        def read() -> Any:
-            if self._cluster:
-                return self._cluster_calls([call])[0]
-            [reply] = packed_round_trip(self.client, [call])
-            if isinstance(reply, NoScriptError):  # a restarted or flushed server
-                self.client.script_load(self._sources[self._order_of_clordid])
-                [reply] = packed_round_trip(self.client, [call])
-            return reply
-
-        reply = self._io(read)
+        calls = [self.script_call(self._order_of_clordid, [session.clordid(clordid), session.orders], [])]
+        [reply] = self._io(lambda: self._cluster_calls(calls) if self._cluster
+                           else self._packed_calls(calls, replicated=False))  # a read: nothing to confirm
         if isinstance(reply, Exception):
             raise store_error(reply) if isinstance(reply, ResponseError) else reply
         record, view = reply
