@@ -50,9 +50,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from datastore.embedded import free_port  # noqa: E402
+from fixgw.affinity import ENGINE_THREAD  # noqa: E402
 from fixgw.fixat import RawSession, fix_time  # noqa: E402
 
 GOALS = {400: (5.0, 20.0, 100.0), 1000: (10.0, 40.0, 200.0)}  # rate → p99, p99.9, max (ms)
+# The gateway's threads that carry a request (their OS names: fixgw.affinity.show_thread_names):
+# the front relays its bytes, QuickFIX's session thread parses it, the intake commits it, the
+# dispatcher turns the cell's events into reports and sends them.
+STAGES = ("fix-front", ENGINE_THREAD, "intake", "dispatcher")
 
 
 def stamped(msg: bytes) -> float:
@@ -179,6 +184,24 @@ def process_cpu(root: int, clients: list[int]) -> dict[str, float]:
     return out
 
 
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds used so far by the gateway's threads, by the name the gateway gives each
+    (``affinity.show_thread_names``: the dispatcher, the intake, the front, QuickFIX's session
+    threads; the rest of its threads together as "other")."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+            name = (task / "comm").read_text().strip()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        part = name if name in STAGES else "other"
+        out[part] = out.get(part, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def percentile(sorted_ms: list[float], q: float) -> float:
     return sorted_ms[min(len(sorted_ms) - 1, int(len(sorted_ms) * q))] if sorted_ms else float("nan")
 
@@ -274,6 +297,7 @@ def main() -> None:
                     "aof_last_rewrite_time_sec")} | {"latest_fork_usec": valkey.info("stats").get("latest_fork_usec"),
                                                       "used_memory": valkey.info("memory").get("used_memory")}
                                  | {f"cpu_{part}": v for part, v in process_cpu(up.pid, [c.pid for c in clients]).items()}
+                                 | {f"thread_{part}": v for part, v in thread_cpu(up.pid).items()}
                                  | {"steal": steal_s()}))
                 time.sleep(1.0)
             results = [json.loads((tmp / f"{n}.json").read_text()) for n in ("CLIENT1", "CLIENT2")]
@@ -380,6 +404,10 @@ def main() -> None:
           + ", ".join(f"{part} {1000 * v / max(1, len(done)):.2f}" for part, v in spent.items())
           + f"); at {args.rate:.0f}/s the system kept {busy:.2f} of the machine's {os.cpu_count()} CPUs busy "
           f"({100 * busy / (os.cpu_count() or 1):.0f} %), its load generators not counted")
+    threads = {part: (timeline[-1][2].get(f"thread_{part}") or 0.0) - (timeline[0][2].get(f"thread_{part}") or 0.0)
+               for part in (*STAGES, "other")}
+    print("the gateway's CPU per request by thread, ms: " + ", ".join(
+        f"{part} {1000 * v / max(1, len(done)):.3f}" for part, v in threads.items()))
     if slow:
         print("Valkey's commands of 5 ms or more (SLOWLOG): " + ", ".join(
             f"{name} ×{len(ms)} (max {max(ms):.1f} ms)" for name, ms in sorted(slow.items(), key=lambda kv: -len(kv[1]))))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Literal
 
@@ -76,3 +77,28 @@ def pin_threads(cpus: set[int]) -> None:
         except ProcessLookupError:  # a thread that ended meanwhile
             pass
     log.info("gateway threads pinned to CPU %s", ",".join(map(str, sorted(cpus))))
+
+
+OS_NAME_MAX = 15  # bytes of a thread's name the kernel keeps (TASK_COMM_LEN - 1)
+ENGINE_THREAD = "fix-session"  # QuickFIX's own threads (one per connection), as the OS shows them
+
+
+def show_thread_names(named: set[int]) -> None:
+    """Give each thread of this process its name where the OS shows it (``top -H``, ``ps -L``,
+    ``/proc/PID/task/TID/comm``), so each stage's CPU (the dispatcher's, the intake's, the front's,
+    QuickFIX's session threads') can be read from outside without a profiler. ``named``: the
+    native ids done already (kept by the caller, so a call names only the new ones; those of
+    threads that ended leave it)."""
+    threads = threading.enumerate()
+    named.intersection_update(t.native_id for t in threads)
+    for thread in threads:
+        tid = thread.native_id
+        if tid is None or tid in named:
+            continue
+        # QuickFIX's C++ threads appear in Python as dummies when they first call back into it.
+        name = ENGINE_THREAD if isinstance(thread, threading._DummyThread) else thread.name  # noqa: SLF001
+        try:
+            Path(f"/proc/self/task/{tid}/comm").write_bytes(name.encode()[:OS_NAME_MAX])
+        except OSError:  # ended meanwhile, or no procfs: a name is a convenience
+            pass
+        named.add(tid)

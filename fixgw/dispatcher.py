@@ -110,7 +110,7 @@ class Dispatcher(threading.Thread):
     """Turns inbox events into messages for sessions; the only writer of order views."""
 
     def __init__(self, behaviour: EventSource, context: GatewayContext) -> None:
-        super().__init__(name="fixgw-dispatcher", daemon=True)
+        super().__init__(name="dispatcher", daemon=True)
         self.behaviour = behaviour
         self.context = context
         self.stop = threading.Event()

@@ -45,7 +45,7 @@ from sessionstore.settings import SessionStoreSettings
 
 from . import fixmsg
 from .admin import Operators, SessionAdmin
-from .affinity import cpus_for, pin_threads
+from .affinity import cpus_for, pin_threads, show_thread_names
 from .application import GatewayApplication
 from .config import GatewaySettings, MatchingLink, SessionConfig
 from .context import Behaviour, GatewayContext, die
@@ -399,8 +399,10 @@ class Gateway:
                      f"kept {keep_ms // 1000} s" if keep_ms else "dropped")
 
     def _watch_logons(self) -> None:
+        named: set[int] = set()
         while self.active.is_set() and not self.stop_requested.wait(1.0):
             self.metrics.ready.set(1 if self.ready else 0)
+            show_thread_names(named)
             if self.application is not None:
                 try:
                     self.application.drop_silent_connections(self.settings.logon_timeout)
