@@ -185,9 +185,9 @@ def process_cpu(root: int, clients: list[int]) -> dict[str, float]:
 
 
 def thread_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds used so far by the gateway's threads, by the name the gateway gives each
-    (``affinity.show_thread_names``: the dispatcher, the intake, the front, QuickFIX's session
-    threads; the rest of its threads together as "other")."""
+    """CPU seconds used so far by each of the gateway's threads, as "name/tid", by the name the
+    gateway gives each (``affinity.show_thread_names``: the dispatcher, the intake, the front,
+    QuickFIX's session threads; the rest of its threads named "other")."""
     tick = os.sysconf("SC_CLK_TCK")
     out: dict[str, float] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
@@ -198,7 +198,21 @@ def thread_cpu(pid: int) -> dict[str, float]:
             continue
         fields = stat[stat.rindex(")") + 2:].split()
         part = name if name in STAGES else "other"
-        out[part] = out.get(part, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+        out[f"{part}/{task.name}"] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def threads_spent(first: dict[str, Any], samples: list[dict[str, Any]]) -> dict[str, float]:
+    """CPU seconds each stage's threads used between ``first`` and the samples after it, each
+    thread to its last sample (QuickFIX's session threads end with their connections, before
+    the last sample)."""
+    last: dict[str, float] = {}
+    for sample in samples:
+        last |= {k: v for k, v in sample.items() if k.startswith("thread_")}
+    out = dict.fromkeys((*STAGES, "other"), 0.0)
+    for key, value in last.items():
+        part = key.removeprefix("thread_").split("/")[0]
+        out[part] += value - (first.get(key) or 0.0)
     return out
 
 
@@ -404,8 +418,7 @@ def main() -> None:
           + ", ".join(f"{part} {1000 * v / max(1, len(done)):.2f}" for part, v in spent.items())
           + f"); at {args.rate:.0f}/s the system kept {busy:.2f} of the machine's {os.cpu_count()} CPUs busy "
           f"({100 * busy / (os.cpu_count() or 1):.0f} %), its load generators not counted")
-    threads = {part: (timeline[-1][2].get(f"thread_{part}") or 0.0) - (timeline[0][2].get(f"thread_{part}") or 0.0)
-               for part in (*STAGES, "other")}
+    threads = threads_spent(timeline[0][2], [i for _, _, i in timeline])
     print("the gateway's CPU per request by thread, ms: " + ", ".join(
         f"{part} {1000 * v / max(1, len(done)):.3f}" for part, v in threads.items()))
     if slow:
