@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from datastore.embedded import free_port  # noqa: E402
 from datastore.settings import read_toml  # noqa: E402
-from fixgw.affinity import cpus_for  # noqa: E402
+from fixgw.affinity import cpu_by_thread, cpus_for  # noqa: E402
 from fixgw.cli import DEFAULT_CONFIG, embedded_server  # noqa: E402
 from fixgw.fixat import RawSession, fix_time  # noqa: E402
 from matching.contracts import PlaceOrder, parse_command, parse_event  # noqa: E402
@@ -58,6 +58,8 @@ from tests.system_helpers import (  # noqa: E402
     rabbitmq_vhost,
 )
 
+STAGES = ("fix-front", "intake", "dispatcher")  # the gateway's threads that live as long as it does
+REST = "QuickFIX's session threads and the rest"
 PIPELINE = 50  # orders a write in the throughput run (bench/gateway_bench.py: PIPELINE)
 # The gateway as `fixgw up` runs it (config/fixgw.toml): every thread on one CPU (fixgw/affinity.py),
 # and no linger in its dispatcher.
@@ -311,6 +313,16 @@ def all_cpu_seconds(procs: dict[str, int]) -> float:
     return sum(cpu_seconds(pid) for pid in procs.values())
 
 
+def gateway_threads(pid: int, before: dict[str, float] | None = None) -> dict[str, float]:
+    """The gateway's CPU seconds so far by stage (``fixgw.affinity.show_thread_names``), or since
+    ``before``. QuickFIX's session threads end with their connections, before the second
+    reading: they are the process's total less the named stages ("sessions and the rest")."""
+    named = cpu_by_thread(pid)
+    now = {stage: named.get(stage, 0.0) for stage in STAGES}
+    now[REST] = cpu_seconds(pid) - sum(now.values())
+    return now if before is None else {stage: now[stage] - before[stage] for stage in now}
+
+
 def system_processes(system: System, server: object) -> dict[str, int]:
     procs = {"gateway": system.gateway.proc.pid, "valkey": server.proc.pid}  # type: ignore[attr-defined,union-attr]
     if system.drop_copy_gateway is not None:
@@ -350,8 +362,10 @@ def main() -> None:
         procs = system_processes(system, server)
         wait_idle(list(procs.values()))  # (the cells' start-up work is not an order's)
         low_before, low_counts, low_calls = all_cpu_seconds(procs), valkey_counts(server), command_calls(server)
+        low_threads = gateway_threads(procs["gateway"])
         low = measure(system.fix_port, args, rate=args.low_rate, orders=200)  # before any backlog
         low["cpu_ms"] = 1000 * (all_cpu_seconds(procs) - low_before) / (200 + low["paced"])
+        low_threads = gateway_threads(procs["gateway"], low_threads)
         low_valkey = per_order(low_counts, valkey_counts(server), 200 + int(low["paced"]))
         low_by_command = calls_per_order(low_calls, command_calls(server), 200 + int(low["paced"]))
         # One order at a time, every command Valkey runs watched (MONITOR slows Valkey: its own
@@ -364,8 +378,10 @@ def main() -> None:
         cpu_before, counts_before = {name: cpu_seconds(pid) for name, pid in procs.items()}, valkey_counts(server)
         calls_before = command_calls(server)
         rewrites_before, aof_before = aof_state(server)
+        ours_threads = gateway_threads(procs["gateway"])
         ours = measure(system.fix_port, args)
         cpu_used = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in procs.items()}
+        ours_threads = gateway_threads(procs["gateway"], ours_threads)
         ours_valkey = per_order(counts_before, valkey_counts(server), args.orders + int(ours["paced"]))
         ours_by_command = calls_per_order(calls_before, command_calls(server), args.orders + int(ours["paced"]))
         rewrites_after, aof_after = aof_state(server)
@@ -465,6 +481,10 @@ def main() -> None:
           "load generator")
     print(f"  paced at {mid_rate:.0f}/s: {mid['cpu_ms']:.2f} ms/order; at {args.low_rate:.0f}/s: "
           f"{low['cpu_ms']:.2f} ms/order (gateway, Valkey and cells; each run's 200-order burst included)")
+    for what, threads, count in (("throughput and paced runs", ours_threads, orders_total),
+                                 (f"at {args.low_rate:.0f}/s", low_threads, 200 + int(low["paced"]))):
+        print(f"  the gateway by thread, {what}: " + ", ".join(
+            f"{name} {1000 * used / count:.3f}" for name, used in threads.items()) + " ms/order")
     print("\nValkey's work per order (INFO: commands, those inside scripts counted; script calls; read events,")
     print("each a client's request arriving: round trips):")
     for name, counts in (("throughput and paced runs", ours_valkey), (f"at {args.low_rate:.0f}/s", low_valkey)):

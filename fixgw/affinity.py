@@ -102,3 +102,20 @@ def show_thread_names(named: set[int]) -> None:
         except OSError:  # ended meanwhile, or no procfs: a name is a convenience
             pass
         named.add(tid)
+
+
+def cpu_by_thread(pid: int) -> dict[str, float]:
+    """CPU seconds used so far by the live threads of process ``pid``, by the name the OS shows
+    (``show_thread_names``; threads of one name together). A thread that ended is no longer
+    counted here, only in the process's total."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+            name = (task / "comm").read_text().strip()
+        except OSError:  # ended between the listing and the read
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out

@@ -4,10 +4,12 @@ stage's CPU can be read per thread from outside (``top -H``, ``ps -L``, the long
 from __future__ import annotations
 
 import _thread
+import os
 import threading
+import time
 from pathlib import Path
 
-from fixgw.affinity import ENGINE_THREAD, show_thread_names
+from fixgw.affinity import ENGINE_THREAD, cpu_by_thread, show_thread_names
 
 
 def os_name(tid: int) -> str:
@@ -52,3 +54,27 @@ def test_threads_that_ended_leave_the_set() -> None:
     show_thread_names(named)
     assert 123456789 not in named
     assert threading.current_thread().native_id in named
+
+
+def test_a_thread_s_cpu_is_counted_under_its_name() -> None:
+    spent: list[float] = []
+
+    def busy() -> None:
+        while time.thread_time() < 0.05:  # this thread's own CPU time, however busy the machine
+            pass
+        spent.append(time.thread_time())
+        stop.wait()
+
+    stop = threading.Event()
+    worker = threading.Thread(target=busy, name="busy-stage", daemon=True)
+    worker.start()
+    try:
+        while not spent:
+            time.sleep(0.01)
+        show_thread_names(set())
+        by_name = cpu_by_thread(os.getpid())
+        assert by_name["busy-stage"] >= 0.04  # (counted in clock ticks of 10 ms)
+        assert by_name["busy-stage"] <= spent[0] + 0.02
+    finally:
+        stop.set()
+        worker.join(5)

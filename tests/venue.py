@@ -100,6 +100,7 @@ def answers(client: DemoClient) -> Counter[str]:
         if r[35] == "9" or r.get(150) in ("0", "8", "4", "5"):
             if r.get(150) == "4" and 41 not in r:
                 continue  # a cancel the client did not ask for (an operator's, a session's move): not an answer
+            assert 11 in r, f"{client.name}: an answer without its ClOrdID (11): {r}"
             out[r[11]] += 1
     return out
 
