@@ -35,6 +35,7 @@ import quickfix as fix
 from matching.linger import Linger
 from sessionstore import NotReplicated, OutboundRecord, SessionKey, SessionStore, StoreError
 
+from . import engine_threads
 from .config import SessionConfig
 from .context import Behaviour, CallbackWatch, die
 from .credentials import LogonLockout, credentials_problem, hash_password, new_password_problem
@@ -205,6 +206,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
                 self._unexpected("onLogon", sid, exc)
 
     def onLogout(self, sid: fix.SessionID) -> None:  # noqa: N802
+        engine_threads.let_go()
         with self.watch.running("onLogout", self._name(sid)):
             try:
                 self._injected_fault("onLogout")
@@ -374,6 +376,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         return None
 
     def fromApp(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
+        engine_threads.keep()
         text = sid.toString()
         self.last_in[text] = time.time()
         with self.watch.running("fromApp", self._names.get(text, text)):
