@@ -114,15 +114,30 @@ def test_standby_takes_over_after_sigkill_and_resends_the_originals(tmp_path: Pa
         standby.stop()
 
 
+def logged_on_by_hand(port: int, next_seq: int, within_s: float = 15.0) -> RawFixClient:
+    """A raw connection logged on at ``next_seq``. Closed unanswered, it connects again, as a FIX
+    client does: QuickFIX closes a session's connection before it has finished with it (``onLogout``
+    runs after), and refuses a new one for the session until then, so a client reconnecting at
+    once after its logout can find the door shut for a moment."""
+    deadline = time.monotonic() + within_s
+    while True:
+        raw = RawFixClient(port, seq=next_seq)
+        raw.send("35=A\x0198=0\x01108=30")
+        logon = raw.read()
+        if logon is not None:
+            assert dict(fields(logon))["35"] == "A", logon
+            return raw
+        raw.close()
+        assert time.monotonic() < deadline, f"no Logon answered within {within_s:g}s"
+        time.sleep(0.2)
+
+
 def resend_one(port: int, next_seq: int, seq: int) -> tuple[bytes, int]:
     """Log on by hand at ``next_seq`` (the number the gateway expects) and ask for ``seq`` alone;
     the resent message, and the number to log on with next time (the session's inbound numbers
     are recorded behind its messages: the store may not show them yet)."""
-    raw = RawFixClient(port, seq=next_seq)
+    raw = logged_on_by_hand(port, next_seq)
     try:
-        raw.send("35=A\x0198=0\x01108=30")
-        logon = raw.read()
-        assert logon is not None and dict(fields(logon))["35"] == "A", logon
         raw.send(f"35=2\x017={seq}\x0116={seq}")
         while True:
             msg = raw.read()
