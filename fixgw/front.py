@@ -16,9 +16,6 @@ Rules of this file:
 - TLS (``[gateway.tls]``) ends here, with Python's ``ssl``: only the configured CA is trusted
   (no default verify paths, so ``SSL_CERT_FILE``/``SSL_CERT_DIR`` and OpenSSL's directory are
   never read), TLS 1.2+ with ECDHE and AEAD ciphers only.
-- Its event loop is uvloop's (libuv): every message in and out crosses it, and the standard
-  selector loop spent 2.6 times the CPU a relayed message (``bench/front_bench.py``;
-  docs/decisions/2026-12-05-front-on-uvloop.md).
 
 Knows nothing of sequence numbers or the session store: a refusal here is a closed connection
 (the session's stored numbers cannot answer a connection that never reached it).
@@ -35,8 +32,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-import uvloop
 
 from .inputs import split_fields
 
@@ -185,11 +180,9 @@ class Front:
     def __init__(self, host: str, port: int, engine_port: int, gates: dict[tuple[str, str], SessionGate],
                  limits: FrontLimits, tls: ssl.SSLContext | None = None,
                  on_refused: Callable[[str, str], None] = lambda session, reason: None,
-                 closed_for: Callable[[], str | None] = lambda: None,
-                 new_loop: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop) -> None:
+                 closed_for: Callable[[], str | None] = lambda: None) -> None:
         """``closed_for``: while it gives a reason, every new connection is closed at once, before
-        any message (the gateway's clock disagrees with its datastore's: ``datastore/clock.py``).
-        ``new_loop``: the event loop it runs on (the standard one: ``bench/front_bench.py``'s baseline)."""
+        any message (the gateway's clock disagrees with its datastore's: ``datastore/clock.py``)."""
         self.host, self.port, self.engine_port = host, port, engine_port
         self.closed_for = closed_for
         self.gates, self.limits, self.tls = gates, limits, tls
@@ -197,7 +190,7 @@ class Front:
         self.counters = FrontCounters()
         self._pending_by_address: dict[str, int] = {}
         self.peers: dict[str, str] = {}  # session name → the address of the connection it is on
-        self._loop = new_loop()
+        self._loop = asyncio.new_event_loop()
         self._server: asyncio.Server | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, name="fix-front", daemon=True)
 
