@@ -345,8 +345,12 @@ class SentinelGroup:
         down.config["replicaof"] = f"{primary.host} {primary.port}"
         _ports_given.add(down.port)
         down.start()
-        _wait(lambda: down.client().info("replication").get("master_link_status") == "up",
-              f"{down.name} to sync as a replica", timeout)
+        try:
+            _wait(lambda: down.client().info("replication").get("master_link_status") == "up",
+                  f"{down.name} to sync as a replica", timeout)
+        except TimeoutError as exc:  # both sides' logs say why a sync did not finish
+            raise TimeoutError(f"{exc}\n--- {down.name}'s log:\n{down.log_tail()}"
+                               f"\n--- {primary.name}'s log:\n{primary.log_tail()}") from None
         return down
 
     def stop(self) -> None:

@@ -76,11 +76,11 @@ class DemoClient(fix.Application):
         # other, so only the cycle collector frees them) would erase this one's entry at some
         # later collection, and sends would fail with SessionNotFound: collected here instead.
         gc.collect()
-        initiator = fix.SocketInitiator(self, fix.FileStoreFactory(settings), settings)
-        registered = fix.Session.lookupSession(self.sid)
-        if int(registered.this) != int(initiator.getSession(self.sid).this):
+        # Refused before an initiator is made: a second session of this SessionID, even one
+        # never started, would erase the live one's entry whenever it is freed.
+        if fix.Session.lookupSession(self.sid) is not None:
             raise RuntimeError(f"a client of {self.sid} is still alive in this process: close it first")
-        return initiator
+        return fix.SocketInitiator(self, fix.FileStoreFactory(settings), settings)
 
     def reconnect_to(self, port: int) -> None:
         """Connect to another gateway of the venue (a session moved to another group), going on

@@ -34,3 +34,22 @@ def test_a_second_live_client_of_one_session_id_is_refused_clearly(tmp_path: Pat
             DemoClient(tmp_path / "b", "127.0.0.1", 1, "CLIENT1", "FIXGW")
     finally:
         first.close()
+
+
+def test_a_refused_client_freed_later_leaves_a_later_clients_session_registered(tmp_path: Path) -> None:
+    """The refused client's remains (held here by its exception, as a failed test's traceback
+    would hold them) are freed after a later client of the same SessionID has registered: that
+    client's sends still find their session."""
+    first = DemoClient(tmp_path / "a", "127.0.0.1", 1, "CLIENT1", "FIXGW")
+    try:
+        with pytest.raises(RuntimeError) as refused:
+            DemoClient(tmp_path / "b", "127.0.0.1", 1, "CLIENT1", "FIXGW")
+    finally:
+        first.close()
+    later = DemoClient(tmp_path / "c", "127.0.0.1", 1, "CLIENT1", "FIXGW")
+    try:
+        del refused
+        gc.collect()
+        assert fix.Session.lookupSession(later.sid) is not None
+    finally:
+        later.close()
