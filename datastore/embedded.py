@@ -337,9 +337,24 @@ class SentinelGroup:
         _wait(lambda: new.client().info("replication")["role"] == "master", "promotion", timeout)
         return new
 
+    def wait_settled(self, timeout: float = 30.0) -> None:
+        """Until every Sentinel names the same primary, holds it up (flags just ``master``) and has
+        had a PING answered by it since the switch. Right after a switch a Sentinel can find the
+        new primary subjectively down for a moment (its first PING unanswered within
+        down-after-milliseconds on a starved machine) and fail it over to any replica in sync:
+        a server brought back before then can be promoted beside a live primary."""
+        def settled() -> bool:
+            states = [cast(dict[str, Any], s.client(socket_timeout=1).sentinel_master(self.group))
+                      for s in self.sentinels if s.running]
+            return bool(states) and len({(st["ip"], st["port"]) for st in states}) == 1 and all(
+                st["flags"] == "master" and st["last-ok-ping-reply"] < self.down_after_ms / 2 for st in states)
+
+        _wait(settled, f"every Sentinel to settle on {self.group}'s primary", timeout)
+
     def restart_as_replica(self, timeout: float = 30.0) -> ValkeyProcess:
         """Start the server that is down again, as a replica of the current primary (as an
         operator brings a failed host back), and wait until it is in sync and Sentinel counts it."""
+        self.wait_settled(timeout)
         primary, down = self._roles()
         assert not down.running, "both servers are running: nothing to bring back"
         down.config["replicaof"] = f"{primary.host} {primary.port}"
