@@ -309,7 +309,9 @@ def main() -> None:
                 timeline.append((time.time(), sample, {"at": time.time()} | {k: info.get(k) for k in (
                     "aof_rewrites", "aof_delayed_fsync", "aof_rewrite_in_progress", "rdb_bgsave_in_progress",
                     "aof_last_rewrite_time_sec")} | {"latest_fork_usec": valkey.info("stats").get("latest_fork_usec"),
-                                                      "used_memory": valkey.info("memory").get("used_memory")}
+                                                      "used_memory": valkey.info("memory").get("used_memory"),
+                                                      "commands": {k.removeprefix("cmdstat_"): (v["calls"], v["usec"])
+                                                                   for k, v in valkey.info("commandstats").items()}}
                                  | {f"cpu_{part}": v for part, v in process_cpu(up.pid, [c.pid for c in clients]).items()}
                                  | {f"thread_{part}": v for part, v in thread_cpu(up.pid).items()}
                                  | {"steal": steal_s()}))
@@ -343,6 +345,8 @@ def main() -> None:
           "GC collections (gateway+cells: their pauses together and each part's, how many of 5 ms or more), "
           "retention passes, lease renewals")
     p99s, p999s, maxes = [], [], []
+    by_thread: list[tuple[float, int, dict[str, float]]] = []  # each window's start, requests, CPU s by thread
+    commands_w: list[tuple[float, int, dict[str, Any], dict[str, Any]]] = []  # … Valkey's commandstats at its ends
     for w in range(windows):
         lo = origin + w * args.window
         hi = origin + (w + 1) * args.window if w < windows - 1 else float("inf")
@@ -379,6 +383,9 @@ def main() -> None:
         valkey_stalls = ", ".join(f"{event} {max(ms for at, ms in hist if lo <= at < hi)} ms"
                                   for event, hist in sorted(stall_history.items())
                                   if any(lo <= at < hi for at, _ in hist))
+        if len(in_w) > 1:
+            commands_w.append((w * args.window, len(lat), in_w[0][1]["commands"], in_w[-1][1]["commands"]))
+            by_thread.append((w * args.window, len(lat), threads_spent(in_w[0][1], [i for _, i in in_w[1:]])))
         p99, p999, mx = percentile(lat, 0.99), percentile(lat, 0.999), lat[-1]
         p99s.append(p99)
         p999s.append(p999)
@@ -421,6 +428,23 @@ def main() -> None:
     threads = threads_spent(timeline[0][2], [i for _, _, i in timeline])
     print("the gateway's CPU per request by thread, ms: " + ", ".join(
         f"{part} {1000 * v / max(1, len(done)):.3f}" for part, v in threads.items()))
+    if len(by_thread) > 1:  # whether a stage's cost per request drifts through the run
+        print("the same by window, first and last: " + "; ".join(
+            f"{start:.0f} s: " + ", ".join(f"{part} {1000 * v / max(1, n):.3f}" for part, v in spent_w.items())
+            for start, n, spent_w in (by_thread[0], by_thread[-1])))
+    if len(commands_w) > 1:  # whether a command's cost drifts as Valkey's dataset grows
+        (start0, n0, a0, b0), (start1, n1, a1, b1) = commands_w[0], commands_w[-1]
+
+        def per_request(a: dict[str, Any], b: dict[str, Any], n: int, name: str) -> tuple[float, float]:
+            calls = b.get(name, (0, 0))[0] - a.get(name, (0, 0))[0]
+            usec = b.get(name, (0, 0))[1] - a.get(name, (0, 0))[1]
+            return usec / max(1, n), usec / max(1, calls)
+
+        top = sorted(b1, key=lambda name: -per_request(a1, b1, n1, name)[0])[:8]
+        print(f"Valkey's time per request by command, µs, windows at {start0:.0f} s → {start1:.0f} s "
+              "(µs a call): " + ", ".join(
+                  f"{name} {per_request(a0, b0, n0, name)[0]:.1f} → {per_request(a1, b1, n1, name)[0]:.1f} "
+                  f"({per_request(a0, b0, n0, name)[1]:.2f} → {per_request(a1, b1, n1, name)[1]:.2f})" for name in top))
     if slow:
         print("Valkey's commands of 5 ms or more (SLOWLOG): " + ", ".join(
             f"{name} ×{len(ms)} (max {max(ms):.1f} ms)" for name, ms in sorted(slow.items(), key=lambda kv: -len(kv[1]))))
