@@ -13,7 +13,7 @@ report against the ids of each order's command entry and inbox event (``stages``
 
 The gateway runs as ``fixgw up`` runs it, every thread on one CPU (``cpu_affinity = "auto"``)
 and no linger in its dispatcher, its Valkey as ``fixgw up`` starts it (``[embedded]`` of
-``config/fixgw.toml``: AOF everysec, on the CPUs the gateway leaves), and the raw echo's threads
+``config/fixgw.toml``: AOF everysec, on the CPUs the gateway leaves, and the cells beside it), and the raw echo's threads
 are on one CPU too
 (``gateway_bench.py``'s baseline acceptor); one more row shows the gateway with the code's
 defaults (its threads left to the OS, the dispatcher's 1 ms linger).
@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from datastore.embedded import free_port  # noqa: E402
 from datastore.settings import read_toml  # noqa: E402
-from fixgw.affinity import cpu_by_thread, cpus_for  # noqa: E402
+from fixgw.affinity import cpu_by_thread, cpus_for, datastore_cpus  # noqa: E402
 from fixgw.cli import DEFAULT_CONFIG, embedded_server  # noqa: E402
 from fixgw.fixat import RawSession, fix_time  # noqa: E402
 from matching.contracts import PlaceOrder, parse_command, parse_event  # noqa: E402
@@ -340,6 +340,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--low-rate", type=float, default=100, help="also measure latency at this sustainable rate")
     ap.add_argument("--trace-rate", type=float, default=50, help="one order at a time, each traced through Valkey")
+    ap.add_argument("--cells-anywhere", action="store_true",
+                    help="leave the cells to the OS instead of on the CPUs the gateway leaves (fixgw up's placement)")
     ap.add_argument("--client", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--sender", default="CLIENT1", help=argparse.SUPPRESS)  # the client's session (groups_bench.py)
     args = ap.parse_args()
@@ -360,6 +362,9 @@ def main() -> None:
     pinned = cpus_for("auto")
     with running_system("fixgw-e2e-", pinned, gateway_lines=PINNED) as (system, server):
         procs = system_processes(system, server)
+        if not args.cells_anywhere:  # as ``fixgw up`` places them: beside Valkey
+            for cell in system.cells.values():
+                os.sched_setaffinity(cell.proc.pid, datastore_cpus(pinned) or os.sched_getaffinity(0))  # type: ignore[union-attr]
         wait_idle(list(procs.values()))  # (the cells' start-up work is not an order's)
         low_before, low_counts, low_calls = all_cpu_seconds(procs), valkey_counts(server), command_calls(server)
         low_threads = gateway_threads(procs["gateway"])
