@@ -140,11 +140,17 @@ def cmd_up(args: argparse.Namespace) -> int:
     server.start()
     children: list[subprocess.Popen[bytes]] = []
     # The cells share the CPUs the gateway leaves with Valkey (all of them when the gateway is
-    # not pinned or takes every CPU): off the gateway's CPU, its threads wait less for it.
-    # Measured at 400 requests/s, 6 alternating pairs of 1-minute runs (docs/decisions/
-    # 2026-12-05-cells-beside-the-datastore.md): p50 lower in every pair (2.08-2.70 against
-    # 2.32-3.10 ms), the gateway's waits for a CPU 107-248 against 235-342 ms a second.
+    # not pinned or takes every CPU): off the gateway's CPU, the gateway's threads wait less for
+    # it (docs/decisions/2026-12-05-cells-beside-the-datastore.md).
     cell_cpus = datastore_cpus(gateway_cpus) or os.sched_getaffinity(0)
+
+    def start_cell(cmd: list[str], cenv: dict[str, str]) -> subprocess.Popen[bytes]:
+        cell = subprocess.Popen(cmd, env=cenv)
+        # (started by the main thread or a pinned one of the gateway: the child inherited its CPUs)
+        with contextlib.suppress(ProcessLookupError):  # (one that died at once is seen by the supervisor)
+            os.sched_setaffinity(cell.pid, cell_cpus)
+        return cell
+
     supervising = threading.Event()
     supervisor: threading.Thread | None = None
     try:
@@ -176,10 +182,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             penv = {**env, "MATCHING_PARTITION": str(p)}
             commands += [([sys.executable, "-m", "matching", "conductor", *also], penv),
                          ([sys.executable, "-m", "matching", "outbox", *also], penv)]
-        children += [subprocess.Popen(cmd, env=cenv) for cmd, cenv in commands]
-        for child in children:
-            with contextlib.suppress(ProcessLookupError):  # (one that died at once: the supervisor's)
-                os.sched_setaffinity(child.pid, cell_cpus)
+        children += [start_cell(cmd, cenv) for cmd, cenv in commands]
         # A supervisor, as systemd would be: a cell that exits is started again (a relocated
         # partition's cells stand down, and started again they follow it: `fixgw-cell relocate`).
         supervising.set()
@@ -194,10 +197,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                     if code is not None and supervising.is_set():
                         print(f"fixgw: {cmd[3]} p{cenv['MATCHING_PARTITION']} exited ({code}); starting it again",
                               flush=True)
-                        children[i] = subprocess.Popen(cmd, env=cenv)
-                        # (made by a thread of the gateway, whose cpu_affinity it inherited: not the gateway's)
-                        with contextlib.suppress(ProcessLookupError):  # (one that died at once is seen next round)
-                            os.sched_setaffinity(children[i].pid, cell_cpus)
+                        children[i] = start_cell(cmd, cenv)
 
         supervisor = threading.Thread(target=supervise, name="cell-supervisor", daemon=True)
         supervisor.start()
