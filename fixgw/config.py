@@ -365,9 +365,6 @@ class GatewaySettings(BaseModel):
                              "on with their CompIDs alone: give each a password_hash or allowed_subjects, listen on "
                              "127.0.0.1, or set insecure_allow_unauthenticated_sessions = true")
         self.session = [s.with_defaults(self.sender_comp_id) for s in self.session]
-        if self.message_log and any(s.password_hash for s in self.session):
-            raise ValueError("message_log = true would write Logon passwords in clear (QuickFIX logs messages as "
-                             "received): set message_log = false where sessions have a password_hash")
         names = [s.name for s in self.session]
         if len(set(names)) != len(names):
             raise ValueError(f"session names repeat: {sorted(n for n in names if names.count(n) > 1)}")

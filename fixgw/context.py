@@ -21,6 +21,7 @@ from sessionstore.settings import SessionStoreSettings
 from .config import GatewaySettings, MatchingLink, SessionConfig
 from .fixmsg import Inbound, SessionMessage
 from .intake import Intake
+from .message_log import write_before_exit
 from .metrics import GatewayMetrics
 
 log = logging.getLogger("fixgw.session")
@@ -80,6 +81,7 @@ def die(reason: str, code: int = 4) -> None:
     """The fail-fast exit: log why, then leave without running QuickFIX's teardown (which
     hangs after a callback raised). Sockets close with the process; a standby takes over."""
     log.critical("exiting: %s", reason)
+    write_before_exit()  # the message log's queued lines (fixgw/message_log.py)
     logging.shutdown()
     os._exit(code)
 

@@ -52,6 +52,7 @@ from .context import Behaviour, GatewayContext, die
 from .credentials import LogonLockout
 from .filestore import claim_directory, complete_header, fresh_directory, write_session
 from .front import Front, FrontLimits, SessionGate, tls_context
+from .message_log import MessageLogFactory
 from .metrics import GatewayMetrics
 from .schedule import Schedule, utc_now
 from .warm_copy import SessionCopy, WarmCopies
@@ -117,6 +118,7 @@ class Gateway:
         self.away: set[str] = set()
         self._sessions_by_text = {cfg.session_id_text: cfg for cfg in settings.session}
         self.acceptor: Any = None
+        self.message_log: MessageLogFactory | None = None
         self.front: Front | None = None
         self.application: GatewayApplication | None = None
         self.active = threading.Event()
@@ -278,9 +280,8 @@ class Gateway:
                                               schedule_problem=self._logon_problem, away=self.away)
         logs = []
         if self.settings.message_log:
-            log_dir = state_dir / "log"
-            log_dir.mkdir(parents=True, exist_ok=True)
-            logs.append(fix.FileLogFactory(str(log_dir)))
+            self.message_log = MessageLogFactory(state_dir / "log")
+            logs.append(self.message_log)
         self.acceptor = fix.ThreadedSocketAcceptor(self.application, fix.FileStoreFactory(qf_settings), qf_settings,
                                                    *logs)
         # before the first connection: a request must never find it unstarted
@@ -420,6 +421,9 @@ class Gateway:
                 self.application.quiesce()
             self.acceptor.stop()  # the Logouts go out through the front
             self.acceptor = None
+        if self.message_log is not None:
+            self.message_log.close()  # (after the acceptor: its last events are logged)
+            self.message_log = None
         if self.front is not None:
             self.front.stop()
             self.front = None

@@ -271,7 +271,7 @@ def test_mass_cancel_and_mass_status(system: System) -> None:
 
 
 PASSWORD_HASH = hash_password("first-password", salt=b"0123456789abcdef")
-NO_LOG = "message_log = false\nlogon_lockout_after = 0"  # (no message log where sessions have passwords)
+NO_LOCKOUT = "logon_lockout_after = 0"  # (each refusal is answered at once)
 PASSWORD_SESSIONS = f'[[gateway.session]]\nname = "CLIENT1"\nusername = "alice"\npassword_hash = "{PASSWORD_HASH}"\n'
 
 
@@ -312,7 +312,7 @@ def test_a_password_change_at_logon(tmp_path: Path, valkey: ValkeyProcess) -> No
     new password the policy refuses refuses the Logon with the reason, and changes nothing."""
     port = free_port()
     gw = GatewayProc(tmp_path, valkey.url, fix_port=port, sessions=PASSWORD_SESSIONS, mode="gateway",
-                     extra=NO_LOG).start().wait_active()
+                     extra=NO_LOCKOUT).start().wait_active()
     try:
         short = logon(port, "\x01553=alice\x01554=first-password\x01925=short")
         assert short[35] == b"5" and b"NewPassword (925) refused" in short[58], short
@@ -327,8 +327,13 @@ def test_a_password_change_at_logon(tmp_path: Path, valkey: ValkeyProcess) -> No
         assert b"second-password" not in gw.output().encode(), "the password is never logged"
     finally:
         gw.stop()
+    secrets = (b"first-password", b"second-password", b"925=short")
+    logged = [p for p in gw.dir.rglob("*") if p.is_file() and any(s in p.read_bytes() for s in secrets)]
+    assert not logged, f"the message log and every other file of the gateway hold no password: {logged}"
+    messages = (gw.dir / "state" / "log" / "FIX.4.4-FIXGW-CLIENT1.messages.current.log").read_bytes()
+    assert b"\x01554=***\x01925=***\x01" in messages, "the change is logged, its passwords not"
     successor = GatewayProc(tmp_path, valkey.url, name="successor", fix_port=port, sessions=PASSWORD_SESSIONS,
-                            mode="gateway", extra=NO_LOG).start().wait_active()
+                            mode="gateway", extra=NO_LOCKOUT).start().wait_active()
     try:
         assert logon(port, "\x01553=alice\x01554=second-password")[35] == b"A"
         assert logon(port, "\x01553=alice\x01554=first-password")[35] == b"5"
