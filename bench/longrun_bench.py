@@ -50,8 +50,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from datastore.embedded import free_port  # noqa: E402
+from datastore.settings import read_toml  # noqa: E402
 from fixgw.affinity import ENGINE_THREAD  # noqa: E402
 from fixgw.fixat import RawSession, fix_time  # noqa: E402
+from matching.contracts import PlaceOrder, parse_command, parse_event  # noqa: E402
+from matching.keys import PartitionKeys  # noqa: E402
+from sessionstore.keys import GatewayKey  # noqa: E402
 
 GOALS = {400: (5.0, 20.0, 100.0), 1000: (10.0, 40.0, 200.0)}  # rate → p99, p99.9, max (ms)
 # The gateway's threads that carry a request (their OS names: fixgw.affinity.show_thread_names):
@@ -76,7 +80,7 @@ def client(port: int, name: str, rate: float, seconds: float, out: str) -> None:
     send("35=A\x0198=0\x01108=30\x01141=Y")
     assert conn.read_message(10) is not None
     sent: dict[str, tuple[float, float, str]] = {}  # ClOrdID → (perf counter, wall, kind)
-    done: list[tuple[float, float, str, float]] = []
+    done: list[tuple[float, float, str, float, str]] = []
     cancels: list[tuple[float, str, str]] = []  # (due, cancel's ClOrdID, order's ClOrdID)
 
     def drain(until: float) -> None:
@@ -95,7 +99,7 @@ def client(port: int, name: str, rate: float, seconds: float, out: str) -> None:
                 started = sent.pop(cl, None)
                 if started is not None:
                     done.append((started[1], (time.perf_counter() - started[0]) * 1000, started[2],
-                                 (stamped(msg) - started[1]) * 1000))
+                                 (stamped(msg) - started[1]) * 1000, cl))
             if time.perf_counter() >= until:
                 return
 
@@ -120,6 +124,52 @@ def client(port: int, name: str, rate: float, seconds: float, out: str) -> None:
         i += 1
     drain(time.perf_counter() + 3)
     Path(out).write_text(json.dumps({"done": done, "unanswered": len(sent)}))
+
+
+DEFAULT_SYSTEM = read_toml(ROOT / "config" / "fixgw.toml")  # what `fixgw up` runs, as the bench runs it
+MATCHING_PARTITIONS = int(DEFAULT_SYSTEM["matching"]["partition_count"])
+NAMESPACE = str(DEFAULT_SYSTEM["session_store"]["namespace"])
+SLOWEST = 5  # the slowest requests shown with what happened around them
+
+
+def stages_of(valkey: Any, requests: list[tuple[str, float, float]]) -> dict[str, tuple[float, float | None]]:
+    """Where each request's time went, from the streams it crossed (ids are Valkey's clock, to
+    the millisecond): (ClOrdID, sent, answered) → (its command appended by the gateway's intake,
+    its event appended to the gateway's inbox by its cell, or None once retention took it)."""
+    found: dict[str, tuple[float, float | None]] = {}
+    for cl, sent, answered in requests:  # each in its own span of the streams: a few hundred entries
+        lo, hi = int(1000 * sent) - 1000, int(1000 * answered) + 1000
+        command_id = None
+        for partition in range(MATCHING_PARTITIONS):
+            for entry_id, fields in valkey.xrange(PartitionKeys(partition).commands, lo, hi):
+                command = parse_command(fields[b"command"])
+                if (command.order.client_order_id if isinstance(command, PlaceOrder)
+                        else command.client_order_id) == cl:
+                    command_id, found[cl] = command.command_id, (int(entry_id.split(b"-")[0]) / 1000, None)
+        if command_id is None:
+            continue
+        for entry_id, fields in valkey.xrange(GatewayKey(NAMESPACE, "fsg").inbox_stream, lo, hi):
+            if parse_event(fields[b"event"]).command_id == command_id:
+                found[cl] = (found[cl][0], int(entry_id.split(b"-")[0]) / 1000)
+                break
+    return found
+
+
+LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+
+
+def logged_between(lines: list[str], lo: float, hi: float) -> list[str]:
+    """The lines of ``fixgw up``'s log (its gateway's and its cells', stamped by ``logging``'s
+    local-time asctime) written between two wall-clock times: what else happened around a
+    slow request."""
+    found = []
+    for line in lines:
+        stamp = LOG_TIME.match(line)
+        if stamp is not None:
+            at = datetime.datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            if lo <= at <= hi:
+                found.append(line)
+    return found
 
 
 SAMPLED = ("python_gc_collections_total", "python_gc_pause_seconds_total", "python_gc_long_pauses_total",
@@ -154,6 +204,42 @@ def steal_s() -> float:
     """CPU time the hypervisor gave to others while this machine's CPUs wanted it, so far."""
     fields = Path("/proc/stat").read_text().splitlines()[0].split()
     return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+
+
+HICCUP_TICK_S = 0.002  # the hiccup meter's sleep
+HICCUP_MS = 5.0  # a wake-up this much later than asked is a hiccup of the machine
+
+
+def hiccups(cpu: int, seconds: float, out: str) -> None:
+    """jHiccup's idea, for the machine itself: on one CPU, at the real-time priority nothing of
+    the system under test has, sleep ``HICCUP_TICK_S`` again and again and record each wake-up
+    ``HICCUP_MS`` or more late. Such a hiccup is not the system's doing (no thread of it could
+    have kept the meter off its CPU): the host paused this VM, or the kernel did not schedule."""
+    gc.disable()
+    os.sched_setaffinity(0, {cpu})
+    with contextlib.suppress(PermissionError, OSError):  # (without root: an ordinary thread's view)
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    found: list[tuple[float, float]] = []
+    end = time.monotonic() + seconds
+    while (now := time.monotonic()) < end:
+        time.sleep(HICCUP_TICK_S)
+        late = (time.monotonic() - now - HICCUP_TICK_S) * 1000
+        if late >= HICCUP_MS:
+            found.append((time.time() - late / 1000, late))
+    Path(out).write_text(json.dumps(found))
+
+
+def stalled_s() -> dict[str, float]:
+    """Seconds so far in which some task of this machine waited for I/O or for memory (the
+    kernel's pressure stall information; empty where the kernel keeps none)."""
+    out = {}
+    for resource_name in ("io", "memory"):
+        try:
+            some = Path(f"/proc/pressure/{resource_name}").read_text().splitlines()[0]
+        except OSError:
+            continue
+        out[f"stall_{resource_name}"] = int(some.rsplit("total=", 1)[1]) / 1e6
+    return out
 
 
 def process_cpu(root: int, clients: list[int]) -> dict[str, float]:
@@ -248,7 +334,12 @@ def main() -> None:
                     help="also force an AOF rewrite (BGREWRITEAOF) every this many seconds: how much one stalls the order path")
     ap.add_argument("--memory", action="store_true", help="at the end, Valkey's memory by kind of key")
     ap.add_argument("--client", nargs=5, help=argparse.SUPPRESS)
+    ap.add_argument("--hiccups", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.hiccups:
+        cpu, seconds_text, out = args.hiccups
+        hiccups(int(cpu), float(seconds_text), out)
+        return
     if args.client:
         port, name, rate, seconds, out = args.client
         client(int(port), name, float(rate), float(seconds), out)
@@ -288,6 +379,8 @@ def main() -> None:
             clients = [subprocess.Popen([sys.executable, __file__, "--client", str(fport), name,
                                          str(args.rate / 2), str(seconds), str(tmp / f"{name}.json")], env=env)
                        for name in ("CLIENT1", "CLIENT2")]
+            meters = [subprocess.Popen([sys.executable, __file__, "--hiccups", str(cpu), str(seconds + 5),
+                                        str(tmp / f"hiccups-{cpu}.json")], env=env) for cpu in sorted(os.sched_getaffinity(0))]
             started = time.time()
             timeline: list[tuple[float, dict[str, float], dict[str, Any]]] = []
             next_rewrite = started + args.rewrite_every if args.rewrite_every else float("inf")
@@ -310,13 +403,18 @@ def main() -> None:
                     "aof_rewrites", "aof_delayed_fsync", "aof_rewrite_in_progress", "rdb_bgsave_in_progress",
                     "aof_last_rewrite_time_sec")} | {"latest_fork_usec": valkey.info("stats").get("latest_fork_usec"),
                                                       "used_memory": valkey.info("memory").get("used_memory"),
+                                                      "keys": valkey.dbsize(),
                                                       "commands": {k.removeprefix("cmdstat_"): (v["calls"], v["usec"])
                                                                    for k, v in valkey.info("commandstats").items()}}
                                  | {f"cpu_{part}": v for part, v in process_cpu(up.pid, [c.pid for c in clients]).items()}
                                  | {f"thread_{part}": v for part, v in thread_cpu(up.pid).items()}
-                                 | {"steal": steal_s()}))
+                                 | {"steal": steal_s()} | stalled_s()))
                 time.sleep(1.0)
             results = [json.loads((tmp / f"{n}.json").read_text()) for n in ("CLIENT1", "CLIENT2")]
+            for meter in meters:
+                meter.wait(30)
+            machine = sorted((at, ms, cpu) for cpu in sorted(os.sched_getaffinity(0))
+                             for at, ms in json.loads((tmp / f"hiccups-{cpu}.json").read_text()))
             stalls = valkey.execute_command("LATENCY", "LATEST")
             stall_history = {event.decode() if isinstance(event, bytes) else event:
                              valkey.execute_command("LATENCY", "HISTORY", event) for event, *_ in stalls}
@@ -327,7 +425,10 @@ def main() -> None:
                 if name in ("EVALSHA", "EVAL", "FCALL") and len(words) > 1:
                     name += " " + words[1][:8].decode(errors="replace")
                 slow.setdefault(name, []).append(entry["duration"] / 1000)
-            misses_log = [line for line in log.read_text().splitlines() if "group commit not possible" in line]
+            slowest = sorted((d for r in results for d in r["done"]), key=lambda d: -d[1])[:SLOWEST]
+            crossed = stages_of(valkey, [(cl, at, at + ms / 1000) for at, ms, _, _, cl in slowest])  # (after SLOWLOG)
+            log_lines = log.read_text().splitlines()
+            misses_log = [line for line in log_lines if "group commit not possible" in line]
             if args.memory:
                 memory_by_kind(valkey, done_requests=sum(len(json.loads((tmp / f"{n}.json").read_text())["done"])
                                                          for n in ("CLIENT1", "CLIENT2")))
@@ -374,6 +475,7 @@ def main() -> None:
         fork_ms = (in_w[-1][1].get("latest_fork_usec") or 0) / 1000 if rewrites else 0.0
         took = max((int(i.get("aof_last_rewrite_time_sec") or 0) for _, i in in_w), default=0)
         memory_mb = (in_w[-1][1].get("used_memory") or 0) / 2**20 if in_w else 0.0
+        keys = (in_w[-1][1].get("keys") or 0) if in_w else 0
         cpu = {part: 1000 * delta(lambda x, part=part: x[1].get(f"cpu_{part}") or 0.0) / len(lat)
                for part in ("gateway", "valkey", "cells")}
         span = max(1e-9, in_w[-1][1].get("at", hi) - in_w[0][1].get("at", lo)) if len(in_w) > 1 else 1.0
@@ -383,6 +485,7 @@ def main() -> None:
         valkey_stalls = ", ".join(f"{event} {max(ms for at, ms in hist if lo <= at < hi)} ms"
                                   for event, hist in sorted(stall_history.items())
                                   if any(lo <= at < hi for at, _ in hist))
+        bumps = [late for t, late, _ in machine if lo <= t < hi]
         if len(in_w) > 1:
             commands_w.append((w * args.window, len(lat), in_w[0][1]["commands"], in_w[-1][1]["commands"]))
             by_thread.append((w * args.window, len(lat), threads_spent(in_w[0][1], [i for _, i in in_w[1:]])))
@@ -394,12 +497,14 @@ def main() -> None:
               f"{mx:>7.1f}  {rewrites:.0f}{f' (fork {fork_ms:.1f} ms, {took} s)' if rewrites else ''}, {fsyncs:.0f}, "
               f"{misses:.0f}, {gcs:.0f} ({gc_ms:.0f} ms: gateway {gc_parts['gateway']:.0f}, "
               f"cells {gc_parts['cells']:.0f}; {gc_long:.0f} ≥ 5 ms), {trims:.0f} ({trimmed:.0f} records), "
-              f"{renewals:.0f}; Valkey {memory_mb:.0f} MB; CPU ms/request: gateway {cpu['gateway']:.2f}, "
+              f"{renewals:.0f}; Valkey {memory_mb:.0f} MB, {keys} keys; CPU ms/request: gateway {cpu['gateway']:.2f}, "
               f"Valkey {cpu['valkey']:.2f}, cells {cpu['cells']:.2f}; waiting for a CPU, ms/s: "
               + ", ".join(f"{part} {ms:.0f}" for part, ms in waits.items()) + f"; steal {steal:.1f} %"
-              + (f"; Valkey's own stalls: {valkey_stalls}" if valkey_stalls else ""), flush=True)
-    print("the slowest requests, and what the second around each held (GC pauses, waits for a CPU in ms, steal):")
-    for at, ms, kind, to_stamp in sorted(done, key=lambda d: -d[1])[:5]:
+              + (f"; Valkey's own stalls: {valkey_stalls}" if valkey_stalls else "")
+              + (f"; the machine's hiccups: {len(bumps)}, max {max(bumps):.0f} ms" if bumps else ""), flush=True)
+    print("the slowest requests, and what the second around each held (GC pauses, waits for a CPU in ms, steal, "
+          "the machine's waits for I/O and memory), where their time went (the streams they crossed), what was logged:")
+    for at, ms, kind, to_stamp, cl in slowest:
         before = [(t, s, i) for t, s, i in timeline if t <= at][-1:] or timeline[:1]
         after = [(t, s, i) for t, s, i in timeline if t >= at + ms / 1000][:1] or timeline[-1:]
         (t0, s0, i0), (t1, s1, i1) = before[0], after[0]
@@ -410,8 +515,21 @@ def main() -> None:
         print(f"  {kind} at +{at - origin:6.1f} s: {ms:6.1f} ms, its answer stamped (SendingTime) {to_stamp:.0f} ms "
               f"after the send; over {t1 - t0:.1f} s: GC gateway {gc_of['gateway']:.0f}, "
               f"cells {gc_of['cells']:.0f}; waits " + ", ".join(f"{p} {w:.0f}" for p, w in waited.items())
-              + f"; steal {1000 * ((i1.get('steal') or 0.0) - (i0.get('steal') or 0.0)):.0f} ms")
-    late = [(ms, to_stamp) for _, ms, _, to_stamp in done if ms >= 10]
+              + f"; steal {1000 * ((i1.get('steal') or 0.0) - (i0.get('steal') or 0.0)):.0f} ms"
+              + "".join(f"; some task waiting for {kind} {1000 * (i1[f'stall_{kind}'] - i0[f'stall_{kind}']):.0f} ms"
+                        for kind in ("io", "memory") if f"stall_{kind}" in i0 and f"stall_{kind}" in i1))
+        held = [f"{late:.0f} ms on CPU {cpu}" for t, late, cpu in machine if at - 1.0 <= t <= at + ms / 1000 + 0.1]
+        if held:
+            print("      the machine's own hiccups around it (the meter's wake-ups late): " + ", ".join(held))
+        if cl in crossed:
+            appended, published = crossed[cl]
+            print(f"      its stages: gateway in {1000 * (appended - at):.0f} ms (to its command appended), "
+                  + (f"cell {1000 * (published - appended):.0f} ms (to its event in the inbox), gateway out "
+                     f"{1000 * (at + ms / 1000 - published):.0f} ms (to its answer read)" if published else
+                     "its event no longer in the inbox (retention)"))
+        for line in logged_between(log_lines, at - 1.0, at + ms / 1000 + 1.0)[:8]:
+            print(f"      log: {line[:200]}")
+    late = [(ms, to_stamp) for _, ms, _, to_stamp, _ in done if ms >= 10]
     if late:
         before = sorted(min(1.0, max(0.0, to_stamp / ms)) for ms, to_stamp in late)
         print(f"{len(late)} requests took 10 ms or more; the share of their time before their answer was stamped "
