@@ -225,7 +225,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             except subprocess.TimeoutExpired:
                 child.kill()
         server.stop()
-        print("fixgw: stopped", flush=True)
+        with contextlib.suppress(BrokenPipeError):  # (whoever read our output may be gone by now)
+            print("fixgw: stopped", flush=True)
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
