@@ -490,6 +490,7 @@ def main() -> None:
             commands_w.append((w * args.window, len(lat), in_w[0][1]["commands"], in_w[-1][1]["commands"]))
             by_thread.append((w * args.window, len(lat), threads_spent(in_w[0][1], [i for _, i in in_w[1:]])))
         p99, p999, mx = percentile(lat, 0.99), percentile(lat, 0.999), lat[-1]
+        max_at = max((ms, at) for at, ms, *_ in done if lo <= at < hi)[1]  # when (to find it in other records)
         p99s.append(p99)
         p999s.append(p999)
         maxes.append(mx)
@@ -501,7 +502,9 @@ def main() -> None:
               f"Valkey {cpu['valkey']:.2f}, cells {cpu['cells']:.2f}; waiting for a CPU, ms/s: "
               + ", ".join(f"{part} {ms:.0f}" for part, ms in waits.items()) + f"; steal {steal:.1f} %"
               + (f"; Valkey's own stalls: {valkey_stalls}" if valkey_stalls else "")
-              + (f"; the machine's hiccups: {len(bumps)}, max {max(bumps):.0f} ms" if bumps else ""), flush=True)
+              + (f"; the machine's hiccups: {len(bumps)}, max {max(bumps):.0f} ms" if bumps else "")
+              + f"; its max sent at +{max_at - origin:.1f} s ({datetime.datetime.fromtimestamp(max_at, datetime.UTC):%H:%M:%S.%f})",
+              flush=True)
     print("the slowest requests, and what the second around each held (GC pauses, waits for a CPU in ms, steal, "
           "the machine's waits for I/O and memory), where their time went (the streams they crossed), what was logged:")
     for at, ms, kind, to_stamp, cl in slowest:
@@ -512,7 +515,8 @@ def main() -> None:
                                - s0.get(f"python_gc_pause_seconds_total:{part}", 0.0)) for part in ("gateway", "cells")}
         waited = {part: 1000 * ((i1.get(f"cpu_wait_{part}") or 0.0) - (i0.get(f"cpu_wait_{part}") or 0.0))
                   for part in ("gateway", "valkey", "cells", "clients")}
-        print(f"  {kind} at +{at - origin:6.1f} s: {ms:6.1f} ms, its answer stamped (SendingTime) {to_stamp:.0f} ms "
+        print(f"  {kind} at +{at - origin:6.1f} s ({datetime.datetime.fromtimestamp(at, datetime.UTC):%H:%M:%S.%f} UTC): "
+              f"{ms:6.1f} ms, its answer stamped (SendingTime) {to_stamp:.0f} ms "
               f"after the send; over {t1 - t0:.1f} s: GC gateway {gc_of['gateway']:.0f}, "
               f"cells {gc_of['cells']:.0f}; waits " + ", ".join(f"{p} {w:.0f}" for p, w in waited.items())
               + f"; steal {1000 * ((i1.get('steal') or 0.0) - (i0.get('steal') or 0.0)):.0f} ms"

@@ -29,7 +29,7 @@ from datastore.connection import RedisClient, is_cluster, own_connections, round
 from matching.contracts import ContractError, DealExecuted, Event, EventType, OrderAccepted, parse_event
 from matching.instruments import InstrumentTable
 from matching.linger import Linger
-from matching.storage import Entries, ensure_group, read_group_command, read_groups_entries, trim_acknowledged
+from matching.storage import Entries, ensure_group, read_group_command, read_groups_entries
 from sessionstore import DROP_COPY, GatewayKey, OrderIndex, SessionKey, StoreError
 from sessionstore.store import NO_INDEX
 
@@ -37,13 +37,13 @@ from . import translation as tr
 from .config import SessionConfig
 from .context import GatewayContext
 from .fixmsg import SessionMessage, body_text
+from .retention import Retention
 
 log = logging.getLogger("fixgw.dispatcher")
 
 GROUP = "fixgw-dispatcher"
 CONSUMER = "dispatcher"  # one active dispatcher per gateway (the lock holder)
 CLOSED_STATUSES = frozenset("2348C")  # OrdStatus: filled, done for day, canceled, rejected, expired
-RETENTION_LIMIT, RETENTION_PASSES = 1000, 20  # per session and pass: bounded work, the rest next time
 PARKED_RETRY_S = 0.5  # how often a parked session is given its pending entries again
 OPEN_VIEWS_CACHED = 100_000  # open orders' views kept in memory, oldest dropped first (~0.5 KB each: ~50 MB full)
 
@@ -115,7 +115,6 @@ class Dispatcher(threading.Thread):
         self.context = context
         self.stop = threading.Event()
         self._last_offset: dict[tuple[str, int], tuple[int, int]] = {}  # (inbox kind, partition) → offset
-        self._next_retention = 0.0
         self._open_views = OpenViews(OPEN_VIEWS_CACHED)
         # Since when, and why, the entries read are not delivered (a store error, retried).
         self.failing: tuple[float, str] | None = None
@@ -139,6 +138,8 @@ class Dispatcher(threading.Thread):
     def run(self) -> None:
         for stream in self.streams:
             ensure_group(self.client, stream, GROUP)
+        # Retention's passes beside it, not between its batches (fixgw/retention.py).
+        Retention(self.context, list(self.streams), self.stop).start()
         # the datastores it reads and commits to: a connection of its own to each
         with own_connections([self.client, *(s.client for s in self.context.stores.values())]):
             self._cycles()
@@ -179,9 +180,6 @@ class Dispatcher(threading.Thread):
                 if not self.context.serving():
                     self.stop.wait(0.1)
                     continue
-                if time.monotonic() >= self._next_retention:
-                    self._next_retention = time.monotonic() + self.context.matching.retention_interval
-                    self.retention()
                 if self.parked and time.monotonic() >= self._next_parked_pass:
                     to_ack += self._retry_parked()
                     self._next_parked_pass = time.monotonic() + PARKED_RETRY_S
@@ -251,34 +249,6 @@ class Dispatcher(threading.Thread):
         waiting = ([("event dispatcher", failing)] if failing is not None else []) + list(parked.items())
         return [f"{who}: entries not delivered for {now - since:.0f}s: {why}"
                 for who, (since, why) in waiting if now - since > limit_s]
-
-    def retention(self, now_ms: int | None = None) -> tuple[int, int, int]:
-        """One retention pass (docs/architecture.md, retention): acknowledged inbox stream entries older than
-        ``inbox_retention``; each session's delivered-event records and closed orders' views
-        older than ``delivery_retention``. Returns (stream entries, views, event records) removed."""
-        link = self.context.matching
-        now = int(time.time() * 1000) if now_ms is None else now_ms
-        entries = sum(trim_acknowledged(self.client, stream, int(link.inbox_retention * 1000), now)
-                      for stream in self.streams)
-        views = events = 0
-        cutoff = now - int(link.delivery_retention * 1000)
-        for cfg in self.context.settings.session:
-            if str(cfg.key(self.context.namespace)) in self.context.away:
-                continue  # served by another group: its keys are that group's to trim
-            store = self.context.stores[cfg.gateway]
-            for _ in range(RETENTION_PASSES):
-                v, e = store.trim_delivered(cfg.key(self.context.namespace), cutoff, RETENTION_LIMIT)
-                views, events = views + v, events + e
-                if v < RETENTION_LIMIT and e < RETENTION_LIMIT:
-                    break
-        metrics = self.context.metrics
-        metrics.retention_passes.inc()
-        for record, n in (("inbox stream entries", entries), ("closed views", views), ("event records", events)):
-            metrics.retention_removed.labels(record).inc(n)
-        if entries or views or events:
-            log.info("retention: %d inbox stream entries, %d closed orders' views, %d delivered-event records removed",
-                     entries, views, events)
-        return entries, views, events
 
     def _dispatch_streams(self, parts: list[tuple[str, list[tuple[bytes, dict[bytes, bytes] | None]]]]
                           ) -> set[tuple[str, bytes]]:
