@@ -75,6 +75,8 @@ def stamped(msg: bytes) -> float:
 def client(port: int, name: str, rate: float, seconds: float, out: str) -> None:
     """One session's load, paced; writes ``[sent wall time, latency ms, kind]`` per answered request."""
     gc.disable()
+    with contextlib.suppress(PermissionError):  # the peer no further behind than the system it talks to
+        os.setpriority(os.PRIO_PROCESS, 0, SYSTEM_NICE)
     session = RawSession(port, sender=name)
     send, conn = session.send, session.conn
     send("35=A\x0198=0\x01108=30\x01141=Y")
@@ -129,6 +131,7 @@ def client(port: int, name: str, rate: float, seconds: float, out: str) -> None:
 DEFAULT_SYSTEM = read_toml(ROOT / "config" / "fixgw.toml")  # what `fixgw up` runs, as the bench runs it
 MATCHING_PARTITIONS = int(DEFAULT_SYSTEM["matching"]["partition_count"])
 NAMESPACE = str(DEFAULT_SYSTEM["session_store"]["namespace"])
+SYSTEM_NICE = int(DEFAULT_SYSTEM.get("embedded", {}).get("nice", 0))  # `fixgw up` runs its processes at it
 SLOWEST = 5  # the slowest requests shown with what happened around them
 
 

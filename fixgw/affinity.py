@@ -12,6 +12,7 @@ know this; a deployment can, so it is a setting.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -77,6 +78,33 @@ def pin_threads(cpus: set[int]) -> None:
         except ProcessLookupError:  # a thread that ended meanwhile
             pass
     log.info("gateway threads pinned to CPU %s", ",".join(map(str, sorted(cpus))))
+
+
+NICE = -10  # `fixgw up`'s default: ahead of the machine's other work (``raise_priority``)
+
+
+def raise_priority(nice: int) -> str:
+    """Run this process, every thread it has and every thread and child it makes later, at
+    ``nice`` (-20 … 19): a system's own processes ahead of whatever else the machine runs.
+    Linux keeps a nice value per thread and a new thread or child inherits its maker's, so each
+    thread of now is set and the rest follow. A scheduler trace of the order path at 400
+    requests/s caught another service's short-lived processes (a broker's VM starting up) on
+    Valkey's CPU for 40–74 ms while Valkey, runnable, waited (docs/decisions). Lowering the nice
+    value needs root or CAP_SYS_NICE (systemd: ``Nice=``, or ``LimitNICE=``); without it the
+    process keeps the value it was started with. Returns what was done, for the start-up line."""
+    if not isinstance(nice, int) or isinstance(nice, bool) or not -20 <= nice <= 19:
+        raise ConfigError(f"nice {nice!r}: a whole number from -20 (first) to 19 (last); 0 is the OS's default")
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    if nice == before:
+        return f"nice {nice}"
+    try:
+        for task in Path("/proc/self/task").iterdir():
+            with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
+                os.setpriority(os.PRIO_PROCESS, int(task.name), nice)
+    except PermissionError:
+        return (f"nice {before} (nice {nice} not permitted: it needs root or CAP_SYS_NICE; "
+                "the order path then shares the CPUs evenly with the machine's other work)")
+    return f"nice {nice}"
 
 
 OS_NAME_MAX = 15  # bytes of a thread's name the kernel keeps (TASK_COMM_LEN - 1)

@@ -25,7 +25,7 @@ from matching.config import tune_gc
 from sessionstore.keys import GatewayKey
 
 from .admin_cli import DEFAULT_TOKEN_FILE as ADMIN_TOKEN_FILE
-from .affinity import cpus_for, datastore_cpus, valkey_cpu_settings
+from .affinity import NICE, cpus_for, datastore_cpus, raise_priority, valkey_cpu_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ AOF_REWRITE_MIN_SIZE = "4gb"
 _SIZE = re.compile(r"[1-9][0-9]*(?:[kmg]b)?", re.IGNORECASE)
 
 
-EMBEDDED_SETTINGS = frozenset({"port", "aof", "appendfsync", "data_dir", "aof_rewrite_min_size"})
+EMBEDDED_SETTINGS = frozenset({"port", "aof", "appendfsync", "data_dir", "aof_rewrite_min_size", "nice"})
 
 
 def _embedded_settings(config: dict[str, Any]) -> dict[str, Any]:
@@ -59,6 +59,9 @@ def _embedded_settings(config: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(size, str) or not _SIZE.fullmatch(size):
         raise ConfigError(f"[embedded] aof_rewrite_min_size {size!r}: a size such as \"512mb\" "
                           "(bytes, or kb / mb / gb)")
+    nice = table.get("nice", NICE)
+    if not isinstance(nice, int) or isinstance(nice, bool) or not -20 <= nice <= 19:
+        raise ConfigError(f"[embedded] nice {nice!r}: a whole number from -20 (first) to 19 (last); 0 is the OS's default")
     return table
 
 
@@ -117,6 +120,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     tune_gc()  # the gateway runs in this process: collected as `fixgw gateway` is
     config = read_toml(args.config)
     emb = _embedded_settings(config)
+    # Before any thread or child exists: Valkey, the cells and the gateway's threads inherit it.
+    priority = raise_priority(emb.get("nice", NICE))
     overrides: dict[str, Any] = {}
     if args.fix_port is not None:
         overrides["port"] = args.fix_port
@@ -155,7 +160,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     supervisor: threading.Thread | None = None
     try:
         print(f"fixgw: embedded Valkey listening on {server.url} (AOF {'on' if server.config['appendonly'] == 'yes' else 'off'}, "
-              f"data in {data_dir}, password in {data_dir / 'password'})",
+              f"data in {data_dir}, password in {data_dir / 'password'}); the system runs at {priority}",
               flush=True)
         # Everything lives on the embedded Valkey: the session store and every partition.
         store_settings = store_settings.model_copy(update={"url": server.url, "nodes": [], "sentinels": [],

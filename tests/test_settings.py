@@ -205,3 +205,33 @@ def test_embedded_valkey_runs_beside_a_pinned_gateway_with_the_aof_rewrite_thres
     for bad in ("lots", "0mb", 64, "64 mb", "-1"):
         with pytest.raises(ConfigError, match=re.escape(f"[embedded] aof_rewrite_min_size {bad!r}")):
             _embedded_settings({"embedded": {"aof_rewrite_min_size": bad}})
+
+
+def test_the_system_runs_at_the_nice_value_it_is_given_every_thread_and_child_after_it() -> None:
+    """``fixgw.affinity.raise_priority`` (``[embedded] nice``): the threads there are and every
+    thread and child made later run at it; a value outside -20 … 19 is refused with the setting's
+    name. (In a process of its own: raising the value is allowed to anyone, and not undone.)"""
+    import subprocess
+    import sys
+
+    from fixgw.cli import _embedded_settings
+
+    script = """
+import os, subprocess, sys, threading
+from fixgw.affinity import raise_priority
+before = threading.Thread(target=threading.Event().wait, args=(5,), daemon=True); before.start()
+print(raise_priority(7))
+seen = []
+after = threading.Thread(target=lambda: seen.append(os.getpriority(os.PRIO_PROCESS, 0))); after.start(); after.join()
+child = subprocess.run([sys.executable, "-c", "import os; print(os.getpriority(os.PRIO_PROCESS, 0))"], capture_output=True, text=True)
+print(os.getpriority(os.PRIO_PROCESS, before.native_id), seen[0], child.stdout.strip())
+"""
+    root = str(Path(__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": root}, cwd=root)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["nice 7", "7 7 7"]
+    for bad in (-21, 20, "high", 1.5, True):
+        with pytest.raises(ConfigError, match=re.escape(f"[embedded] nice {bad!r}: a whole number from -20")):
+            _embedded_settings({"embedded": {"nice": bad}})
+    assert _embedded_settings({"embedded": {"nice": 0}}) == {"nice": 0}
