@@ -27,6 +27,7 @@ from datastore.clock import ClockWatch
 from datastore.connection import check_credentials, connect, is_cluster
 from datastore.embedded import listening_port_below_ephemeral
 from datastore.memory import MemoryWatch
+from datastore.settings import ConfigError
 from matching.config import freeze_startup_objects
 from matching.http import CellHttp
 from matching.linger import Linger
@@ -169,8 +170,11 @@ class Gateway:
     def serve_http(self) -> int:
         admin = SessionAdmin(self, Operators(self.settings.operator),
                              holder=lambda: next(iter(self.locks.values())).token)
-        self.http = CellHttp(self.settings.http_port, self.metrics.registry, lambda: self.ready,
-                             problems=self.problems, admin=admin.handle).start()
+        try:
+            self.http = CellHttp(self.settings.http_port, self.metrics.registry, lambda: self.ready,
+                                 problems=self.problems, admin=admin.handle).start()
+        except OSError as exc:  # (a port another process listens on: its reason, not a traceback)
+            raise ConfigError(f"http_port {self.settings.http_port}: cannot listen there ({exc.strerror or exc})") from None
         return self.http.port
 
     def wait_for_locks(self) -> bool:

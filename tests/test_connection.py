@@ -263,3 +263,29 @@ def test_rediss_urls_connect_over_tls() -> None:
     assert conn.username == "alice" and conn.cert_reqs is not None
     plain = connect(RedisEndpoint(url="redis://127.0.0.1:1/0")).connection_pool
     assert plain.connection_class is redis.Connection
+
+
+def test_fixgw_up_on_an_http_port_another_process_holds_stops_with_the_reason(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A port in use is the operator's to fix: one line naming the setting and why, exit 2 (a
+    configuration error), and nothing it started left running."""
+    import socket
+
+    from datastore.embedded import free_port
+
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    taken = holder.getsockname()[1]
+    try:
+        proc = subprocess.run([sys.executable, "-m", "fixgw.cli", "up", "--port", "0", "--data-dir", str(tmp_path / "v"),
+                               "--fix-port", str(free_port()), "--http-port", str(taken)],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                              env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(__file__))})
+    finally:
+        holder.close()
+    assert proc.returncode == 2, proc.stderr
+    assert f"fixgw: configuration error: http_port {taken}: cannot listen there (Address already in use)" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    url = proc.stdout.split(" on ", 1)[1].split()[0]  # the embedded Valkey it had started is stopped
+    with pytest.raises(redis.ConnectionError):
+        redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
