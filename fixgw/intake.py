@@ -56,6 +56,15 @@ from .fixmsg import SessionMessage
 log = logging.getLogger("fixgw.intake")
 
 
+class OutcomeUnknown(Exception):
+    """Raised by ``Work.settle``: whether the work's write landed cannot be told (the datastore
+    took it on its primary but no replica confirmed it, or it cannot be read back). Any answer
+    would be a guess — a refusal the write contradicts once a replica has it — so the request is
+    neither answered nor numbered and the gateway stops: its successor asks the counterparty
+    for the request again and finds what landed (a PossDup resend republishes the claim's own
+    command; with no claim, the request is new)."""
+
+
 class Work(Protocol):
     """A piece of inbound work: the calls it writes, and what it does with their replies."""
 
@@ -72,7 +81,8 @@ class Work(Protocol):
 
     def settle(self, replies: list[Any] | StoreError) -> None:
         """After the write: the replies in order (an error reply as a StoreError in its
-        place), or the error that stopped the round trip."""
+        place), or the error that stopped the round trip. Raises ``OutcomeUnknown`` when that
+        error leaves unknown whether the work landed."""
         ...
 
     @property
@@ -371,8 +381,14 @@ class Intake:
             for item, item_calls in items:
                 mine = outcome if isinstance(outcome, StoreError) else outcome[at:at + len(item_calls)]
                 at += len(item_calls)
+                claim = item.claimed_as()
                 try:
                     item.settle(mine)
+                except OutcomeUnknown as exc:
+                    self._fatal(str(exc))
+                    if claim is not None:  # its number is not written: the request is asked for again
+                        handled.add(claim[0])
+                        numbers.pop(claim[0], None)
                 except Exception as exc:  # noqa: BLE001
                     log.exception("intake: request failed while settled")
                     item.failed(exc)

@@ -45,6 +45,7 @@ from .context import GatewayContext
 from .dispatcher import CLOSED_STATUSES, Dispatcher
 from .fixmsg import Inbound, SessionMessage, body_text, business_reject, session_reject
 from .inputs import text_problem
+from .intake import OutcomeUnknown
 from .placement import PartitionClients
 from .routing import AmqpCommandRouter, AppendFailed, CommandRouter, HeldCommands
 from .throttle import TokenBucket
@@ -517,44 +518,53 @@ class Claim:
         if outcome != "new":
             self.answer(outcome)
 
-    def _replayed(self) -> bool:
-        """The ClOrdID's record is this very request's: its claim landed, the reply was lost and
-        the write was sent again (redis-py's retry, a failover's hold). Read only when a claim was
-        refused, so only a duplicate pays for it."""
+    def _record_now(self, failure: Exception | None = None) -> str | None:
+        """The ClOrdID's record as the store holds it now (read only when the claim was refused
+        or its write failed, so only those pay for it). Raises ``OutcomeUnknown`` when it cannot
+        be read: any answer then would be a guess."""
         r = self.request
         try:
-            return r.store.clordid_record(r.key, self.clordid) == self.value
-        except StoreError:
-            return False
+            return r.store.clordid_record(r.key, self.clordid)
+        except StoreError as exc:
+            why = f"{failure}; read back: {exc}" if failure is not None else str(exc)
+            raise OutcomeUnknown(f"{r.key}: ClOrdID {self.clordid}: what its claim did is unknown ({why}); "
+                                 "its successor asks for it again") from exc
 
     def _outcome(self, reply: Any) -> str:
         """'new' (appended, or deferred to the end of the intake's cycle and held there until its
         datastore takes it: the cell's report answers), 'duplicate' (refuse), 'resent'
-        (republished, answer with status), 'unavailable' (the session store failed: refuse), or
-        'relocating' (the partition is being moved: nothing claimed, refuse; the client may send
-        the same ClOrdID again)."""
+        (republished, answer with status), 'unavailable' (the session store failed and the claim
+        is not there: refuse), or 'relocating' (the partition is being moved: nothing claimed,
+        refuse; the client may send the same ClOrdID again). Raises ``OutcomeUnknown`` when it
+        cannot be told."""
         r, b = self.request, self.request.behaviour
         if isinstance(reply, StoreError):
             if self.colocated and isinstance(reply, PartitionRelocating):
                 return "relocating"
-            if self.colocated:
-                # Atomic: if the claim is there, so is the command, and the cell will answer.
-                try:
-                    if r.store.clordid_record(r.key, self.clordid) == self.value:
-                        return "new"
-                except StoreError:
-                    log.error("%s: ClOrdID %s: outcome unknown (store unreachable); refused", r.key, self.clordid)
-                    return "unavailable"
-            log.error("%s: ClOrdID %s refused, store unavailable: %s", r.key, self.clordid, reply)
-            return "unavailable"
-        if not claimed(reply) and not self._replayed():
+            # The write failed, but it may have landed (a reply lost, replicas that did not
+            # confirm in time): the record decides, never the error alone.
+            record = self._record_now(reply)
+            if record is None:
+                log.error("%s: ClOrdID %s refused, store unavailable: %s", r.key, self.clordid, reply)
+                return "unavailable"
+            if record == self.value and r.store.replica_acks:
+                # On the primary only: a failover may drop it, or a replica may have it after all.
+                raise OutcomeUnknown(f"{r.key}: ClOrdID {self.clordid}: claimed on the primary, not confirmed "
+                                     f"by its replicas ({reply}); its successor asks for it again")
+        elif claimed(reply):
+            record = self.value
+        else:
+            record = self._record_now()
+        if record != self.value:  # taken before: by another request, or by this one's first sending
             if not r.possdup:
                 return "duplicate"
-            first = b._record(r.store, r.key, self.clordid)
+            first = RECORD_DECODER.decode(record) if record else None
             if first is not None and first.command:
                 # Same command id: never a second order. Held if its datastore does not take it now.
                 b.held.defer(parse_command(first.command, b.router.partition_count))
             return "resent"
+        # This request's claim: written now, or found holding it (its reply was lost, the write
+        # was sent again by redis-py's retry or a failover's hold).
         if not self.colocated:
             # Appended at the end of the intake's cycle with the cycle's other commands, or held
             # (the claim stays) until its datastore takes it: either way the cell's report answers.

@@ -126,3 +126,61 @@ def test_one_datastore_holding_everything_with_replica_acks_and_direct_delivery(
     replicaAcks = 1. Right after the promotion the new primary has no replica, so no write can be
     acknowledged: the gateway holds them (``failoverWait``) until the old primary is back."""
     run_venue(tmp_path, ["store"], store_lines="replicaAcks = 1\nreplicaAckTimeout = \"300ms\"", shared=True)
+
+
+def test_a_claim_its_replicas_did_not_confirm_is_answered_once_from_what_landed(tmp_path: Path) -> None:
+    """replicaAcks = 1 and the session store's replica frozen while an order's ClOrdID is claimed
+    (the partitions on a datastore of their own, so the claim is written first and the command
+    after it): the claim lands on the primary, no replica confirms it within failoverWait. The
+    order is neither refused nor accepted on that guess: the gateway stops with the reason; its
+    successor asks the client to send the order again, finds the claim (the replica has it now)
+    and publishes its own command. The client gets one answer, New, and the cell one order."""
+    import signal
+
+    from datastore.embedded import standalone
+    from tests.system_helpers import reports
+
+    primary = standalone(name="store").start()
+    replica = standalone(name="store-replica", replicaof=f"{primary.host} {primary.port}").start()
+    partitions = standalone(name="partitions").start()
+    system = System(tmp_path, primary, [partitions, partitions], inbox_delivery="outbox",
+                    store_lines='replicaAcks = 1\nreplicaAckTimeout = "300ms"\nfailoverWait = "1s"')
+    try:
+        deadline = time.monotonic() + 30
+        while replica.client().info("replication").get("master_link_status") != "up":
+            assert time.monotonic() < deadline, "the replica did not sync"
+            time.sleep(0.05)
+        system.start()
+        client = system.client("CLIENT1")
+        client.order("o1", "1", "1", "10.00", symbol="T1")
+        assert client.wait(lambda: answers(client)["o1"] == 1, 20), "o1 was not answered"
+
+        assert replica.proc is not None
+        replica.proc.send_signal(signal.SIGSTOP)
+        try:
+            client.order("o2", "1", "1", "10.00", symbol="T1")
+            gateway = system.gateway
+            assert gateway.proc is not None
+            # Held for failoverWait; then whatever the gateway makes of the claim, the replica
+            # comes back at once: an answer on a guess would now be committed and sent.
+            deadline = time.monotonic() + 30
+            while not re.search(r"ClOrdID o2|not stored", gateway.output()) and gateway.alive:
+                assert time.monotonic() < deadline, "the claim's write was not given up"
+                time.sleep(0.01)
+            assert any(b"o2" in k for k in primary.client().scan_iter(match="*clordid*")), "claimed on the primary"
+        finally:
+            replica.proc.send_signal(signal.SIGCONT)
+        client.wait(lambda: not gateway.alive or bool(reports(client, "o2")), 30)
+        assert not reports(client, "o2"), f"o2 was answered on a guess: {reports(client, 'o2')}"
+        assert not gateway.alive and "not confirmed by its replicas" in gateway.output(), gateway.output()[-3000:]
+        system.gateway.start().wait_active(60)
+        assert client.wait(lambda: answers(client)["o2"] >= 1, 60), f"o2 unanswered: {reports(client, 'o2')}"
+        time.sleep(1)  # a second answer would have come by now
+        got = [r for r in reports(client, "o2") if r[35] == "9" or r.get(150) in ("0", "8", "4", "5")]
+        assert [(r.get(150), r.get(39)) for r in got] == [("0", "0")], f"o2 answered: {got}"
+        accepted = list(partitions.client().scan_iter(match="matching:*:accepted-order:*"))
+        assert len(accepted) == 2, f"the cells accepted o1 and o2 once each: {accepted}"
+    finally:
+        system.stop()
+        for server in (replica, primary, partitions):
+            server.stop()
