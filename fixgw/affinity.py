@@ -80,7 +80,7 @@ def pin_threads(cpus: set[int]) -> None:
     log.info("gateway threads pinned to CPU %s", ",".join(map(str, sorted(cpus))))
 
 
-NICE = 0  # `fixgw up`'s default (the OS's); -10 puts the system ahead of the machine's other work (``raise_priority``)
+NICE = -10  # `fixgw up`'s default: the system ahead of the machine's other work (``raise_priority``); 0 is the OS's
 
 
 def raise_priority(nice: int) -> str:

@@ -425,6 +425,11 @@ def _deal_executed(p: DealExecuted, h: _Heard) -> list[Outbound]:
 
 
 def _cancel_rejected(p: CancelRejected, h: _Heard) -> list[Outbound]:
+    if not p.client_order_id:
+        # The gateway's own cancel (cancel on disconnect, a mass cancel's, an operator's, a
+        # session's move) found the order gone: nobody sent a request to answer, and an
+        # OrderCancelReject without its ClOrdID (11, required) is no message a client can take.
+        return []
     known = h.views.get(p.order_id)
     status = known.status if known else "8"
     orig = p.orig_client_order_id or (known.cl_ord_id if known else "") or "NONE"

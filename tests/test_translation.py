@@ -90,6 +90,18 @@ def test_each_event_becomes_the_report_its_fix_version_defines(name: str, kind: 
         assert (f[372], f[379], f[380]) == ("D", "C1", "0") and f[58].startswith("invalid-command")
 
 
+@pytest.mark.parametrize("reason", ["cancel-on-disconnect", "mass-cancel", "operator"])
+def test_a_cancel_the_gateway_made_itself_that_finds_the_order_gone_tells_nobody(reason: str) -> None:
+    """The cell refuses a cancel the client never sent (its ClOrdID empty): the order was filled
+    or canceled meanwhile. No OrderCancelReject goes out: it would answer no request, without
+    the ClOrdID (11) FIX requires in it."""
+    payload = {"orderId": "o1", "reason": "unknown-order", "responseTo": "cancel", "owner": "s",
+               "clientOrderId": "", "type": EventType.CANCEL_REJECTED.value}
+    event = Event("e1", 0, 0, tr.command_id("s", f"{reason}:o1", "1"), msgspec.convert(payload, EventPayload))
+    for begin_string in VERSIONS:
+        assert tr.event_messages(event, {}, TABLE, begin_string, ("order",)) == []
+
+
 def owners(event: Event) -> dict[str, tuple[str, ...]]:
     p = event.payload
     parts: dict[str, Any] = {"maker": p.maker, "taker": p.taker} if isinstance(p, DealExecuted) else {"order": p}
