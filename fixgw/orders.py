@@ -290,10 +290,6 @@ class OrderEntryBehaviour:
         self.context.answer(r.sid, SessionMessage(body_text(msg_type, fields), msg_type, inbox_id="", plain=True),
                             int(r.seq) if r.seq else None, then)
 
-    def _record(self, store: SessionStore, key: SessionKey, clordid: str) -> ClOrdIDRecord | None:
-        raw = store.clordid_record(key, clordid)
-        return RECORD_DECODER.decode(raw) if raw else None
-
     def _record_and_view(self, store: SessionStore, key: SessionKey,
                          clordid: str) -> tuple[ClOrdIDRecord | None, tr.OrderView | None]:
         """The ClOrdID's record and its order's view: the one the dispatcher stored last, or the
@@ -555,7 +551,7 @@ class Claim:
             record = self.value
         else:
             record = self._record_now()
-        if record != self.value:  # taken before: by another request, or by this one's first sending
+        if record != self.value:  # taken before, by an earlier request with this ClOrdID (a PossDup's first sending)
             if not r.possdup:
                 return "duplicate"
             first = RECORD_DECODER.decode(record) if record else None
