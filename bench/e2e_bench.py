@@ -24,7 +24,6 @@ defaults (its threads left to the OS, the dispatcher's 1 ms linger).
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import resource
@@ -46,7 +45,6 @@ from datastore.embedded import free_port  # noqa: E402
 from datastore.settings import read_toml  # noqa: E402
 from fixgw.affinity import cpu_by_thread, cpus_for, datastore_cpus  # noqa: E402
 from fixgw.cli import DEFAULT_CONFIG, embedded_server  # noqa: E402
-from fixgw.fixat import RawSession, fix_time  # noqa: E402
 from matching.contracts import PlaceOrder, parse_command, parse_event  # noqa: E402
 from matching.keys import PartitionKeys  # noqa: E402
 from sessionstore.keys import GatewayKey  # noqa: E402
@@ -60,93 +58,17 @@ from tests.system_helpers import (  # noqa: E402
 
 STAGES = ("fix-front", "intake", "dispatcher")  # the gateway's threads that live as long as it does
 REST = "QuickFIX's session threads and the rest"
-PIPELINE = 50  # orders a write in the throughput run (bench/gateway_bench.py: PIPELINE)
+PIPELINE = 50  # orders a write in the throughput run (bench/loadclient.py)
+LOAD_CLIENT = ROOT / "bench" / "loadclient.py"  # the load generator, a process of its own
 # The gateway as `fixgw up` runs it (config/fixgw.toml): every thread on one CPU (fixgw/affinity.py),
 # and no linger in its dispatcher.
 PINNED = 'cpu_affinity = "auto"\ndispatch_linger = "0ms"'
 
 
-def client(port: int, orders: int, rate: float, seconds: float, sender: str = "CLIENT1") -> None:
-    # The load generator's own pauses would count as the gateway's latency. Its garbage is
-    # acyclic (freed by reference counting), but its bookkeeping grows with every order, and the
-    # cyclic collector's full passes over it stopped it for 17–25 ms at a time: the one spike of a
-    # 2,000/s run, 12.7 s in, every run (2026-12-02, gc.callbacks in each process).
-    gc.disable()
-    session = RawSession(port, sender=sender)
-    send, conn = session.send, session.conn
-
-    def order_body(clordid: str) -> str:
-        # Buys far below the market on a quiet symbol: each order's first report is its New.
-        return (f"35=D\x0111={clordid}\x0155=ACME\x0154=1\x0140=2\x0144=1.00\x0138=1\x0159=1\x01"
-                f"60={fix_time().decode()}")
-
-    def order(clordid: str) -> None:
-        send(order_body(clordid))
-
-    send("35=A\x0198=0\x01108=30\x01141=Y")
-    assert conn.read_message(10) is not None
-    tag = f"{time.time_ns() % 10**9}"
-    sent: dict[str, float] = {}
-    first: dict[str, float] = {}
-    wall: dict[str, list[float]] = {}  # paced orders: [sent, first report] on the wall clock (``stages``)
-
-    def drain(until: float) -> None:
-        while time.perf_counter() < until:
-            try:
-                msg = conn.read_message(max(0.0005, until - time.perf_counter()))
-            except TimeoutError:
-                return
-            if msg is None:
-                raise SystemExit("gateway closed the connection")
-            if b"\x0135=8\x01" in msg or b"\x0135=D\x01" in msg:
-                cl = msg.split(b"\x0111=", 1)[1].split(b"\x01", 1)[0].decode()
-                if cl not in first:
-                    first[cl] = time.perf_counter()
-                    if cl in wall:
-                        wall[cl].append(time.time())
-
-    # throughput: orders written PIPELINE at a time (gateway_bench.PIPELINE says why)
-    started = time.perf_counter()
-    for first_i in range(0, orders, PIPELINE):
-        batch = [f"T{tag}-{i}" for i in range(first_i, min(orders, first_i + PIPELINE))]
-        at = time.perf_counter()
-        sent.update(dict.fromkeys(batch, at))
-        session.send_many([order_body(cl) for cl in batch])
-    deadline = time.perf_counter() + 120
-    while len([c for c in sent if c in first]) < orders and time.perf_counter() < deadline:
-        drain(time.perf_counter() + 0.05)
-    throughput = orders / (max(first[c] for c in sent) - started)
-    # the burst on the wall clock, for a bench merging several load generators (groups_bench.py)
-    to_wall = time.time() - time.perf_counter()
-    burst = [started + to_wall, max(first[c] for c in sent) + to_wall]
-    # A second of reading only: the paced run measures a steady rate, not the queue the burst
-    # leaves behind it (its drop copies, acknowledgements, retention).
-    drain(time.perf_counter() + 1.0)
-    # paced latency
-    paced: list[str] = []
-    interval = 1.0 / rate
-    t0 = time.perf_counter()
-    n = int(rate * seconds)
-    for i in range(n):
-        due = t0 + i * interval
-        drain(due)
-        cl = f"L{tag}-{i}"
-        sent[cl] = time.perf_counter()
-        wall[cl] = [time.time()]
-        paced.append(cl)
-        order(cl)
-    drain(time.perf_counter() + 3)
-    lat = sorted((first[c] - sent[c]) * 1000 for c in paced if c in first)
-    print(json.dumps({"throughput": throughput, "burst": burst, "p50_ms": statistics.median(lat),
-                      "p99_ms": lat[int(len(lat) * 0.99) - 1], "answered": len(lat), "paced": n,
-                      "achieved_rate": n / (time.perf_counter() - 3 - t0),
-                      "wall": {cl: times for cl, times in wall.items() if len(times) == 2}}))
-
-
 def measure(port: int, args: argparse.Namespace, rate: float | None = None, orders: int | None = None,
             seconds: float | None = None) -> dict[str, Any]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run([sys.executable, __file__, "--client", str(port), "--orders", str(orders or args.orders),
+    out = subprocess.run([sys.executable, str(LOAD_CLIENT), str(port), "--orders", str(orders or args.orders),
                           "--rate", str(rate or args.rate), "--seconds", str(seconds or args.seconds)],
                          capture_output=True, text=True, check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -342,11 +264,7 @@ def main() -> None:
     ap.add_argument("--trace-rate", type=float, default=50, help="one order at a time, each traced through Valkey")
     ap.add_argument("--cells-anywhere", action="store_true",
                     help="leave the cells to the OS instead of on the CPUs the gateway leaves (fixgw up's placement)")
-    ap.add_argument("--client", type=int, help=argparse.SUPPRESS)
-    ap.add_argument("--sender", default="CLIENT1", help=argparse.SUPPRESS)  # the client's session (groups_bench.py)
     args = ap.parse_args()
-    if args.client:
-        return client(args.client, args.orders, args.rate, args.seconds, args.sender)
 
     echo_port = free_port()
     echo = subprocess.Popen([sys.executable, str(ROOT / "bench" / "gateway_bench.py"), "--serve-memory",

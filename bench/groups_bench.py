@@ -39,7 +39,7 @@ from tests.gateway_helpers import GatewayProc  # noqa: E402
 from tests.system_helpers import System  # noqa: E402
 
 SESSIONS = ["CLIENT1", "CLIENT2", "CLIENT3", "CLIENT4"]
-E2E = ROOT / "bench" / "e2e_bench.py"
+LOAD_CLIENT = ROOT / "bench" / "loadclient.py"  # the load generator (one process per session)
 
 
 def sessions_toml(names: list[str], group: str | None) -> str:
@@ -53,7 +53,7 @@ def cpu_seconds(pid: int) -> float:
 
 def load(ports: dict[str, int], orders: int, rate: float, seconds: float) -> dict[str, Any]:
     """The four load generators at once; their results merged."""
-    procs = [subprocess.Popen([sys.executable, str(E2E), "--client", str(ports[name]), "--sender", name,
+    procs = [subprocess.Popen([sys.executable, str(LOAD_CLIENT), str(ports[name]), "--sender", name,
                                "--orders", str(orders // len(SESSIONS)), "--rate", str(rate / len(SESSIONS)),
                                "--seconds", str(seconds)], stdout=subprocess.PIPE, text=True)
              for name in SESSIONS]
