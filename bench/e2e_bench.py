@@ -18,7 +18,11 @@ are on one CPU too
 (``gateway_bench.py``'s baseline acceptor); one more row shows the gateway with the code's
 defaults (its threads left to the OS, the dispatcher's 1 ms linger).
 
-    .venv/bin/python bench/e2e_bench.py [--orders 2000] [--rate 2000] [--seconds 5]
+Idle CPUs spin through the whole run, the raw echo's included, when config/fixgw.toml keeps
+them awake as ``fixgw up`` does (``[embedded] keep_cpus_awake``; ``--cpus-sleep``: they halt).
+The load generator is ``bench/loadclient.py``, a process of its own.
+
+    .venv/bin/python bench/e2e_bench.py [--orders 2000] [--rate 2000] [--seconds 5] [--cpus-sleep]
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 from datastore.embedded import free_port  # noqa: E402
 from datastore.settings import read_toml  # noqa: E402
 from fixgw.affinity import cpu_by_thread, cpus_for, datastore_cpus  # noqa: E402
+from fixgw.awake import KeepAwake  # noqa: E402
 from fixgw.cli import DEFAULT_CONFIG, embedded_server  # noqa: E402
 from matching.contracts import PlaceOrder, parse_command, parse_event  # noqa: E402
 from matching.keys import PartitionKeys  # noqa: E402
@@ -264,7 +269,23 @@ def main() -> None:
     ap.add_argument("--trace-rate", type=float, default=50, help="one order at a time, each traced through Valkey")
     ap.add_argument("--cells-anywhere", action="store_true",
                     help="leave the cells to the OS instead of on the CPUs the gateway leaves (fixgw up's placement)")
+    ap.add_argument("--cpus-sleep", action="store_true",
+                    help="let idle CPUs halt, whatever config/fixgw.toml's [embedded] keep_cpus_awake says")
     args = ap.parse_args()
+    # As `fixgw up` runs: idle CPUs spin (fixgw/awake.py), for the raw echo as for fixgw.
+    awake = None
+    if read_toml(DEFAULT_CONFIG).get("embedded", {}).get("keep_cpus_awake") and not args.cpus_sleep:
+        awake = KeepAwake(os.sched_getaffinity(0)).start()
+    try:
+        run(args)
+    finally:
+        if awake is not None:
+            awake.stop()
+    print("idle CPUs " + ("kept awake (config/fixgw.toml: keep_cpus_awake), for the raw echo too" if awake is not None
+                          else "left to halt"))
+
+
+def run(args: argparse.Namespace) -> None:
 
     echo_port = free_port()
     echo = subprocess.Popen([sys.executable, str(ROOT / "bench" / "gateway_bench.py"), "--serve-memory",

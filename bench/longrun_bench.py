@@ -266,6 +266,8 @@ def process_cpu(root: int, clients: list[int]) -> dict[str, float]:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue  # (ended between the listing and the read)
+        if b"fixgw.awake" in cmdline:
+            continue  # a CPU's idle time spent spinning (fixgw/awake.py), not the system's work
         fields = stat[stat.rindex(")") + 2:].split()
         part = "gateway" if pid == root else "valkey" if b"valkey-server" in cmdline else "cells"
         out[part] += (int(fields[11]) + int(fields[12])) / tick

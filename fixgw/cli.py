@@ -26,6 +26,7 @@ from sessionstore.keys import GatewayKey
 
 from .admin_cli import DEFAULT_TOKEN_FILE as ADMIN_TOKEN_FILE
 from .affinity import NICE, cpus_for, datastore_cpus, raise_priority, valkey_cpu_settings
+from .awake import KeepAwake
 
 ROOT = Path(__file__).resolve().parent.parent
 if TYPE_CHECKING:
@@ -47,7 +48,8 @@ AOF_REWRITE_MIN_SIZE = "4gb"
 _SIZE = re.compile(r"[1-9][0-9]*(?:[kmg]b)?", re.IGNORECASE)
 
 
-EMBEDDED_SETTINGS = frozenset({"port", "aof", "appendfsync", "data_dir", "aof_rewrite_min_size", "nice"})
+EMBEDDED_SETTINGS = frozenset({"port", "aof", "appendfsync", "data_dir", "aof_rewrite_min_size", "nice",
+                               "keep_cpus_awake"})
 
 
 def _embedded_settings(config: dict[str, Any]) -> dict[str, Any]:
@@ -62,6 +64,8 @@ def _embedded_settings(config: dict[str, Any]) -> dict[str, Any]:
     nice = table.get("nice", NICE)
     if not isinstance(nice, int) or isinstance(nice, bool) or not -20 <= nice <= 19:
         raise ConfigError(f"[embedded] nice {nice!r}: a whole number from -20 (first) to 19 (last); 0 is the OS's default")
+    if not isinstance(table.get("keep_cpus_awake", False), bool):
+        raise ConfigError(f"[embedded] keep_cpus_awake {table['keep_cpus_awake']!r}: true or false")
     return table
 
 
@@ -148,6 +152,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     # not pinned or takes every CPU): off the gateway's CPU, the gateway's threads wait less for
     # it (docs/decisions/2026-12-05-cells-beside-the-datastore.md).
     cell_cpus = datastore_cpus(gateway_cpus) or os.sched_getaffinity(0)
+    # Every CPU the system runs on spins when idle (fixgw/awake.py says why and what it costs).
+    awake = KeepAwake((gateway_cpus or os.sched_getaffinity(0)) | cell_cpus) if emb.get("keep_cpus_awake") else None
 
     def start_cell(cmd: list[str], cenv: dict[str, str]) -> subprocess.Popen[bytes]:
         cell = subprocess.Popen(cmd, env=cenv)
@@ -159,9 +165,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     supervising = threading.Event()
     supervisor: threading.Thread | None = None
     try:
+        if awake is not None:
+            awake.start()
         print(f"fixgw: embedded Valkey listening on {server.url} (AOF {'on' if server.config['appendonly'] == 'yes' else 'off'}, "
-              f"data in {data_dir}, password in {data_dir / 'password'}); the system runs at {priority}",
-              flush=True)
+              f"data in {data_dir}, password in {data_dir / 'password'}); the system runs at {priority}"
+              + (f"; {awake.describe()}" if awake is not None else ""), flush=True)
         # Everything lives on the embedded Valkey: the session store and every partition.
         store_settings = store_settings.model_copy(update={"url": server.url, "nodes": [], "sentinels": [],
                                                            "sentinelGroup": None, "passwordEnv": None,
@@ -229,6 +237,8 @@ def cmd_up(args: argparse.Namespace) -> int:
                 child.wait(10)
             except subprocess.TimeoutExpired:
                 child.kill()
+        if awake is not None:
+            awake.stop()
         server.stop()
         with contextlib.suppress(BrokenPipeError):  # (whoever read our output may be gone by now)
             print("fixgw: stopped", flush=True)

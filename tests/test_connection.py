@@ -166,6 +166,11 @@ def test_fixgw_up_starts_everything_and_stops_cleanly_on_ctrl_c(tmp_path) -> Non
         assert os.sched_getaffinity(valkey) == rest
         cells = [pid for pid in children(proc.pid) if b"matching" in Path(f"/proc/{pid}/cmdline").read_bytes()]
         assert len(cells) == 4 and all(os.sched_getaffinity(pid) == rest for pid in cells)
+        # config/fixgw.toml keeps the system's CPUs awake: a spinner on each, at SCHED_IDLE
+        assert "kept awake" in line, line
+        spinners = [pid for pid in children(proc.pid) if b"fixgw.awake" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert sorted(next(iter(os.sched_getaffinity(pid))) for pid in spinners) == sorted(allowed)
+        assert {os.sched_getscheduler(pid) for pid in spinners} == {os.SCHED_IDLE}
         # every thread of the gateway (QuickFIX's included), of Valkey and of each cell at that nice
         assert [thread_nices(pid) for pid in (proc.pid, valkey, *cells)] == [{nice}] * 6
         os.kill(cells[0], signal.SIGKILL)
@@ -177,6 +182,8 @@ def test_fixgw_up_starts_everything_and_stops_cleanly_on_ctrl_c(tmp_path) -> Non
         assert os.sched_getaffinity(again[0]) == rest and thread_nices(again[0]) == {nice}
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
+        assert not [pid for pid in spinners if Path(f"/proc/{pid}").exists()
+                    and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"], "spinners left"
         with pytest.raises(redis.ConnectionError):
             redis.Redis.from_url(url, socket_connect_timeout=0.5, password=password).ping()
         assert (tmp_path / "v" / "appendonlydir").is_dir()
