@@ -50,10 +50,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.loadclient import LoadSession, field, msg_type  # noqa: E402
 from datastore.embedded import free_port  # noqa: E402
 from datastore.settings import read_toml  # noqa: E402
 from fixgw.affinity import ENGINE_THREAD  # noqa: E402
-from fixgw.fixat import RawSession, fix_time  # noqa: E402
 from matching.contracts import PlaceOrder, parse_command, parse_event  # noqa: E402
 from matching.keys import PartitionKeys  # noqa: E402
 from sessionstore.keys import GatewayKey  # noqa: E402
@@ -65,45 +65,56 @@ GOALS = {400: (5.0, 20.0, 100.0), 1000: (10.0, 40.0, 200.0)}  # rate → p99, p9
 STAGES = ("fix-front", ENGINE_THREAD, "intake", "dispatcher")
 
 
+_SECONDS: dict[bytes, float] = {}  # SendingTime to the second → epoch seconds (one parse a second)
+
+
 def stamped(msg: bytes) -> float:
     """The answer's SendingTime (52), as wall-clock seconds: when the gateway numbered and stored
     it, so a slow request's time splits into before the gateway's send stage and after."""
-    raw = msg.split(b"\x0152=", 1)[1].split(b"\x01", 1)[0].decode()
-    at = datetime.datetime.strptime(raw, "%Y%m%d-%H:%M:%S.%f" if "." in raw else "%Y%m%d-%H:%M:%S")
-    return at.replace(tzinfo=datetime.timezone.utc).timestamp()
+    raw = field(msg, b"52") or b""
+    second, _, fraction = raw.partition(b".")
+    at = _SECONDS.get(second)
+    if at is None:
+        parsed = datetime.datetime.strptime(second.decode(), "%Y%m%d-%H:%M:%S")
+        at = _SECONDS[second] = parsed.replace(tzinfo=datetime.timezone.utc).timestamp()
+    return at + (int(fraction) / 10 ** len(fraction) if fraction else 0.0)
 
 
 def client(port: int, name: str, rate: float, seconds: float, out: str) -> None:
-    """One session's load, paced; writes ``[sent wall time, latency ms, kind]`` per answered request."""
+    """One session's load, paced; writes ``[sent wall time, latency ms, kind]`` per answered request.
+    The client is ``bench/loadclient.py``'s: it costs the machine it shares little."""
     gc.disable()
     with contextlib.suppress(PermissionError):  # the peer no further behind than the system it talks to
         os.setpriority(os.PRIO_PROCESS, 0, int(os.environ.get("LONGRUN_NICE", SYSTEM_NICE)))
-    session = RawSession(port, sender=name)
-    send, conn = session.send, session.conn
-    send("35=A\x0198=0\x01108=30\x01141=Y")
-    assert conn.read_message(10) is not None
+    session = LoadSession(port, name)
+    session.send(b"A", b"98=0\x01108=30\x01141=Y\x01")
+    deadline = time.perf_counter() + 10
+    while not session.receive(0.5):
+        if time.perf_counter() > deadline:
+            raise SystemExit(f"{name}: no Logon answer within 10 s")
     sent: dict[str, tuple[float, float, str]] = {}  # ClOrdID → (perf counter, wall, kind)
     done: list[tuple[float, float, str, float, str]] = []
     cancels: list[tuple[float, str, str]] = []  # (due, cancel's ClOrdID, order's ClOrdID)
+    answers = (b"8", b"9", b"j")
 
     def drain(until: float) -> None:
         while True:
-            left = until - time.perf_counter()
             try:
-                msg = conn.read_message(max(0.0002, left))
-            except TimeoutError:
-                return
-            if msg is None:
-                raise SystemExit(f"{name}: the gateway closed the connection")
-            if b"\x0135=1\x01" in msg:  # TestRequest: answer it
-                send("35=0\x01112=" + msg.split(b"\x01112=", 1)[1].split(b"\x01", 1)[0].decode())
-            if b"\x0111=" in msg and (b"\x0135=8\x01" in msg or b"\x0135=9\x01" in msg or b"\x0135=j\x01" in msg):
-                cl = msg.split(b"\x0111=", 1)[1].split(b"\x01", 1)[0].decode()
-                started = sent.pop(cl, None)
-                if started is not None:
-                    done.append((started[1], (time.perf_counter() - started[0]) * 1000, started[2],
-                                 (stamped(msg) - started[1]) * 1000, cl))
-            if time.perf_counter() >= until:
+                messages = session.receive(max(0.0, until - time.perf_counter()))
+            except ConnectionError:
+                raise SystemExit(f"{name}: the gateway closed the connection") from None
+            now = time.perf_counter()
+            for msg in messages:
+                kind = msg_type(msg)
+                if kind == b"1":  # TestRequest: answer it
+                    session.send(b"0", b"112=%s\x01" % (field(msg, b"112") or b""))
+                cl_raw = field(msg, b"11")
+                if cl_raw is not None and kind in answers:
+                    started = sent.pop(cl_raw.decode(), None)
+                    if started is not None:
+                        done.append((started[1], (now - started[0]) * 1000, started[2],
+                                     (stamped(msg) - started[1]) * 1000, cl_raw.decode()))
+            if now >= until:
                 return
 
     interval = 1.0 / rate
@@ -113,15 +124,16 @@ def client(port: int, name: str, rate: float, seconds: float, out: str) -> None:
         due = t0 + i * interval
         drain(due)
         now = time.perf_counter()
+        stamp = session.sending_time()
         if cancels and cancels[0][0] <= now:
             _, cl, orig = cancels.pop(0)
             sent[cl] = (now, time.time(), "F")
-            send(f"35=F\x0111={cl}\x0141={orig}\x0155=ACME\x0154=1\x0160={fix_time().decode()}")
+            session.send(b"F", b"11=%s\x0141=%s\x0155=ACME\x0154=1\x0160=%s\x01" % (cl.encode(), orig.encode(), stamp))
         else:
             cl = f"{name}-{i}"
             sent[cl] = (now, time.time(), "D")
-            send(f"35=D\x0111={cl}\x0155=ACME\x0154=1\x0140=2\x0144=1.00\x0138=1\x0159=1\x01"
-                 f"60={fix_time().decode()}")
+            session.send(b"D", b"11=%s\x0155=ACME\x0154=1\x0140=2\x0144=1.00\x0138=1\x0159=1\x0160=%s\x01"
+                         % (cl.encode(), stamp))
             if i % 10 < 3:  # 30 % of the orders are canceled 50 ms later
                 cancels.append((now + 0.05, f"{cl}-x", cl))
         i += 1
