@@ -80,9 +80,10 @@ def stamped(msg: bytes) -> float:
     return at + (int(fraction) / 10 ** len(fraction) if fraction else 0.0)
 
 
-def client(port: int, name: str, rate: float, seconds: float, out: str) -> None:
-    """One session's load, paced; writes ``[sent wall time, latency ms, kind]`` per answered request.
-    The client is ``bench/loadclient.py``'s: it costs the machine it shares little."""
+def client(port: int, name: str, rate: float, seconds: float, out: str, start_at: float) -> None:
+    """One session's load, paced from ``start_at`` (wall clock); writes ``[sent wall time, latency
+    ms, kind]`` per answered request. The client is ``bench/loadclient.py``'s: it costs the machine
+    it shares little."""
     gc.disable()
     with contextlib.suppress(PermissionError):  # the peer no further behind than the system it talks to
         os.setpriority(os.PRIO_PROCESS, 0, int(os.environ.get("LONGRUN_NICE", SYSTEM_NICE)))
@@ -92,6 +93,11 @@ def client(port: int, name: str, rate: float, seconds: float, out: str) -> None:
     while not session.receive(0.5):
         if time.perf_counter() > deadline:
             raise SystemExit(f"{name}: no Logon answer within 10 s")
+    # The load starts once every load generator and meter has started and logged on: their own
+    # start-up (an interpreter and its imports each) competed for the CPUs with the first requests
+    # (45 ms answers 0.1 s in, the load generators waiting 690 ms a second for a CPU then).
+    while time.time() < start_at:
+        session.receive(start_at - time.time())
     sent: dict[str, tuple[float, float, str]] = {}  # ClOrdID → (perf counter, wall, kind)
     done: list[tuple[float, float, str, float, str]] = []
     cancels: list[tuple[float, str, str]] = []  # (due, cancel's ClOrdID, order's ClOrdID)
@@ -145,6 +151,7 @@ DEFAULT_SYSTEM = read_toml(ROOT / "config" / "fixgw.toml")  # what `fixgw up` ru
 MATCHING_PARTITIONS = int(DEFAULT_SYSTEM["matching"]["partition_count"])
 NAMESPACE = str(DEFAULT_SYSTEM["session_store"]["namespace"])
 SYSTEM_NICE = int(DEFAULT_SYSTEM.get("embedded", {}).get("nice", 0))  # `fixgw up` runs its processes at it
+LOAD_STARTS_AFTER_S = 3.0  # from the load generators' start to their first request (``client``)
 SLOWEST = 5  # the slowest requests shown with what happened around them
 
 
@@ -352,7 +359,7 @@ def main() -> None:
                     help="also force an AOF rewrite (BGREWRITEAOF) every this many seconds: how much one stalls the order path")
     ap.add_argument("--memory", action="store_true", help="at the end, Valkey's memory by kind of key")
     ap.add_argument("--nice", type=int, help="run the system at this nice value instead of [embedded] nice")
-    ap.add_argument("--client", nargs=5, help=argparse.SUPPRESS)
+    ap.add_argument("--client", nargs=6, help=argparse.SUPPRESS)
     ap.add_argument("--hiccups", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.hiccups:
@@ -360,8 +367,8 @@ def main() -> None:
         hiccups(int(cpu), float(seconds_text), out)
         return
     if args.client:
-        port, name, rate, seconds, out = args.client
-        client(int(port), name, float(rate), float(seconds), out)
+        port, name, rate, seconds, out, start_at = args.client
+        client(int(port), name, float(rate), float(seconds), out, float(start_at))
         return
     seconds = args.minutes * 60
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -399,10 +406,12 @@ def main() -> None:
             valkey.slowlog_reset()
             print(f"fixgw up (default config), {args.rate:.0f} requests/s (30 % cancels) for {args.minutes:g} min, "
                   f"windows of {args.window:g} s", flush=True)
+            start_at = time.time() + LOAD_STARTS_AFTER_S
             clients = [subprocess.Popen([sys.executable, __file__, "--client", str(fport), name,
-                                         str(args.rate / 2), str(seconds), str(tmp / f"{name}.json")], env=env)
+                                         str(args.rate / 2), str(seconds), str(tmp / f"{name}.json"), str(start_at)],
+                                        env=env)
                        for name in ("CLIENT1", "CLIENT2")]
-            meters = [subprocess.Popen([sys.executable, __file__, "--hiccups", str(cpu), str(seconds + 5),
+            meters = [subprocess.Popen([sys.executable, __file__, "--hiccups", str(cpu), str(seconds + 5 + LOAD_STARTS_AFTER_S),
                                         str(tmp / f"hiccups-{cpu}.json")], env=env) for cpu in sorted(os.sched_getaffinity(0))]
             started = time.time()
             timeline: list[tuple[float, dict[str, float], dict[str, Any]]] = []
