@@ -36,6 +36,7 @@ import gc
 import json
 import math
 import os
+import random
 import re
 import shutil
 import signal
@@ -95,7 +96,10 @@ def client(port: int, name: str, rate: float, seconds: float, out: str, start_at
             raise SystemExit(f"{name}: no Logon answer within 10 s")
     # The load starts once every load generator and meter has started and logged on: their own
     # start-up (an interpreter and its imports each) competed for the CPUs with the first requests
-    # (45 ms answers 0.1 s in, the load generators waiting 690 ms a second for a CPU then).
+    # (45 ms answers 0.1 s in, the load generators waiting 690 ms a second for a CPU then). Each
+    # at a phase of its own, as independent clients are: two paced in step would collide at
+    # every request.
+    start_at += random.uniform(0, 1.0 / rate)
     while time.time() < start_at:
         session.receive(start_at - time.time())
     sent: dict[str, tuple[float, float, str]] = {}  # ClOrdID → (perf counter, wall, kind)
