@@ -25,7 +25,7 @@ from matching.config import tune_gc
 from sessionstore.keys import GatewayKey
 
 from .admin_cli import DEFAULT_TOKEN_FILE as ADMIN_TOKEN_FILE
-from .affinity import NICE, cpus_for, datastore_cpus, raise_priority, valkey_cpu_settings
+from .affinity import NICE, cpus_for, datastore_cpus, group_nice, raise_priority, valkey_cpu_settings
 from .awake import KeepAwake
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,6 +147,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     gateway_cpus = cpus_for(settings.cpu_affinity)
     server = embedded_server(config, gateway_cpus, data_dir=data_dir, port=port or None, password=password)
     server.start()
+    if server.proc is not None:  # Valkey leads a session of its own (``ValkeyProcess.start``): its share too
+        group_nice(server.proc.pid, os.getpriority(os.PRIO_PROCESS, 0))
     children: list[subprocess.Popen[bytes]] = []
     # The cells share the CPUs the gateway leaves with Valkey (all of them when the gateway is
     # not pinned or takes every CPU): off the gateway's CPU, the gateway's threads wait less for

@@ -173,6 +173,12 @@ def test_fixgw_up_starts_everything_and_stops_cleanly_on_ctrl_c(tmp_path) -> Non
         assert {os.sched_getscheduler(pid) for pid in spinners} == {os.SCHED_IDLE}
         # every thread of the gateway (QuickFIX's included), of Valkey and of each cell at that nice
         assert [thread_nices(pid) for pid in (proc.pid, valkey, *cells)] == [{nice}] * 6
+        # and, where the kernel groups processes by session (autogroup), the session `fixgw up`
+        # leads (as started here) and Valkey's at that value too: the groups share the CPUs
+        if Path(f"/proc/{proc.pid}/autogroup").exists() and nice == NICE:
+            assert "its session's too" in line, line
+            assert [Path(f"/proc/{pid}/autogroup").read_text().split()[-1] for pid in (proc.pid, valkey, *cells)] \
+                == [str(nice)] * 6
         os.kill(cells[0], signal.SIGKILL)
         deadline = time.monotonic() + 20
         while not (again := [pid for pid in children(proc.pid) if pid not in cells

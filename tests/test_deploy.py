@@ -93,6 +93,9 @@ def test_the_units_verify() -> None:
                     continue  # (a spinner has no settings and no secrets)
                 assert setting in text, f"{name} lacks {setting}"
         assert "CPUWeight=idle" in (units / "fixgw-awake@0.service").read_text()
+        for name in names[1:]:  # the system's own ahead of other units, not only within its own
+            text = (units / name).read_text()
+            assert "Nice=-10" in text and "CPUWeight=1000" in text, name
     finally:
         shutil.rmtree(units, ignore_errors=True)
 

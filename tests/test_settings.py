@@ -230,8 +230,45 @@ print(os.getpriority(os.PRIO_PROCESS, before.native_id), seen[0], child.stdout.s
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PYTHONPATH": root}, cwd=root)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split("\n")[:2] == ["nice 7", "7 7 7"]
+    # (a process sharing its session: the session's share of the CPUs is left as it is)
+    assert out.stdout.split("\n")[:2] == ["nice 7 (within the session it shares: docs/configuration.md, [embedded] nice)",
+                                          "7 7 7"]
     for bad in (-21, 20, "high", 1.5, True):
         with pytest.raises(ConfigError, match=re.escape(f"[embedded] nice {bad!r}: a whole number from -20")):
             _embedded_settings({"embedded": {"nice": bad}})
     assert _embedded_settings({"embedded": {"nice": 0}}) == {"nice": 0}
+
+
+def test_a_session_of_its_own_gets_the_nice_value_for_its_group_and_a_shared_session_is_left_alone() -> None:
+    """``group_nice``: where the kernel groups each session's processes (autogroup), a thread's
+    nice value ranks it only within its session's group, so a process leading a session of its
+    own (Valkey under ``fixgw up``; ``fixgw up`` under setsid) has the group's weight set too;
+    a process sharing its session (with a shell, say) leaves that group as it is."""
+    import subprocess
+    import sys
+
+    from fixgw.affinity import group_nice
+
+    own = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    shared = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        autogroups = Path(f"/proc/{own.pid}/autogroup").exists()
+        before = Path(f"/proc/{shared.pid}/autogroup").read_text() if autogroups else ""
+        assert group_nice(own.pid, 7) is autogroups
+        assert group_nice(shared.pid, 7) is False
+        if autogroups:
+            assert Path(f"/proc/{own.pid}/autogroup").read_text().strip().endswith("nice 7")
+            assert Path(f"/proc/{shared.pid}/autogroup").read_text() == before
+        script = ("import os; from fixgw.affinity import raise_priority; os.setsid(); print(raise_priority(6)); "
+                  "print(open('/proc/self/autogroup').read().strip() if os.path.exists('/proc/self/autogroup') else '')")
+        root = str(Path(__file__).resolve().parents[1])
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "PYTHONPATH": root}, cwd=root)
+        assert out.returncode == 0, out.stderr
+        said, group = out.stdout.split("\n")[:2]
+        assert said == ("nice 6, its session's too" if autogroups else "nice 6")
+        assert group.endswith("nice 6") if autogroups else group == ""
+    finally:
+        for proc in (own, shared):
+            proc.kill()
+            proc.wait(10)
