@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from typing import Any, Protocol
 
 from redis.exceptions import RedisError
@@ -30,6 +29,7 @@ from matching.contracts import ContractError, DealExecuted, Event, EventType, Or
 from matching.instruments import InstrumentTable
 from matching.linger import Linger
 from matching.storage import Entries, ensure_group, read_group_command, read_groups_entries
+from matching.tables import ShardedLru
 from sessionstore import DROP_COPY, GatewayKey, OrderIndex, SessionKey, StoreError
 from sessionstore.store import NO_INDEX
 
@@ -57,15 +57,17 @@ class OpenViews:
     that is gone), and so is any order whose last commit is in doubt. At most ``limit``
     entries, the least recently committed dropped first.
 
-    An ``OrderedDict``: dropping the oldest of a full plain ``dict`` (``del d[next(iter(d))]``)
+    ``OrderedDict`` tables: dropping the oldest of a full plain ``dict`` (``del d[next(iter(d))]``)
     walks past every slot deleted before it until the dict is rebuilt — 47 µs an eviction at
     100,000 entries against 0.8 µs here, paid for every view committed once the cache is full
-    (two an order with a drop copy).
+    (two an order with a drop copy). Split by hash (``ShardedLru``): one table of 100,000 is
+    rebuilt whole as it grows and as its evictions use its slots up, 30 ms and more with the
+    interpreter held (matching/tables.py).
     """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._views: OrderedDict[tuple[str, str], tr.OrderView] = OrderedDict()
+        self._views: ShardedLru[tuple[str, str], tr.OrderView] = ShardedLru(limit)
 
     def __len__(self) -> int:
         return len(self._views)
@@ -86,16 +88,15 @@ class OpenViews:
             if not d.order_id:
                 continue
             slot = (session, d.order_id)
-            cache.pop(slot, None)  # re-inserted last: the oldest entries are the first dropped
             if id(d) in stored and view is not None and view.status not in CLOSED_STATUSES:
-                cache[slot] = view
-        while len(cache) > self.limit:
-            cache.popitem(last=False)
+                cache.set(slot, view)  # the most recent: the oldest entries are the first dropped
+            else:
+                cache.discard(slot)
 
     def forget(self, session: str, deliveries: list[SessionMessage]) -> None:
         """A commit that failed (or may have landed): its orders are read next time."""
         for d in deliveries:
-            self._views.pop((session, d.order_id), None)
+            self._views.discard((session, d.order_id))
 
 
 class EventSource(Protocol):

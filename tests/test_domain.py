@@ -6,6 +6,7 @@ import gc
 
 import pytest
 
+from matching import domain
 from matching.contracts import CancelOrder, DealExecuted, OrderPayload, OrderType, PlaceOrder, ReplaceOrder, Side, TimeInForce
 from matching.domain import Cell, StpMode
 from tests.flows import TEST_INSTRUMENTS, random_flow
@@ -135,6 +136,18 @@ def test_prices_and_quantities_stay_integers(cell: Cell) -> None:
 @pytest.mark.parametrize("seed", range(8))
 def test_random_flows_match_the_reference_event_by_event(seed: int, mode: StpMode) -> None:
     cell, ref = Cell(TEST_INSTRUMENTS, mode), ReferenceMatcher(TEST_INSTRUMENTS, str(mode))
+    for cmd in random_flow(seed, 600):
+        got = [project(p) for p in cell.apply(cmd).events]
+        assert got == ref.apply(cmd), cmd
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_flows_match_the_reference_with_levels_of_small_tables(seed: int, monkeypatch: pytest.MonkeyPatch
+                                                                      ) -> None:
+    """A level's tables (``domain.Level``) made tiny, so that every flow crosses their edges:
+    orders taken, canceled and replaced from the first, middle and last tables alike."""
+    monkeypatch.setattr(domain, "LEVEL_CHUNK", 2)
+    cell, ref = Cell(TEST_INSTRUMENTS), ReferenceMatcher(TEST_INSTRUMENTS, str(StpMode.CANCEL_TAKER))
     for cmd in random_flow(seed, 600):
         got = [project(p) for p in cell.apply(cmd).events]
         assert got == ref.apply(cmd), cmd
