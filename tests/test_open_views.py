@@ -93,3 +93,20 @@ def test_cached_views_are_out_of_the_collectors_sight() -> None:
     gc.collect()
     assert len(cache) == 2001
     assert len(gc.get_objects()) - before < 20, "the collector walks nothing per cached view"
+
+
+def test_cached_views_are_out_of_the_collectors_sight_before_any_collection() -> None:
+    """Once the cache is full its allocations and frees balance, and collections come seldom:
+    what it holds must be untracked from the start, not once a collection has looked at it."""
+    cache = OpenViews(5000)
+    ds = [delivery(f"o{i}", i + 1) for i in range(2000)]
+    gc.collect()
+    gc.disable()
+    try:
+        before = len(gc.get_objects())
+        for d in ds:
+            cache.committed(S, [(d, view(d.order_id))], [d])
+        assert len(cache) == 2000
+        assert len(gc.get_objects()) - before < 20, "no key or view of the cache is tracked"
+    finally:
+        gc.enable()
