@@ -16,7 +16,7 @@ from typing import Any
 
 import quickfix as fix
 
-from datastore.embedded import free_port
+from datastore.embedded import listening_port_below_ephemeral
 from datastore.settings import parse_address
 from fixgw.demo import DemoClient
 from fixgw.fixat import SOH, RawSession
@@ -94,7 +94,7 @@ class GatewayProc:
         """``gateway_lines``: more ``[gateway]`` settings (TOML lines); ``extra``: more tables."""
         self.name = name
         self.fix_port = fix_port
-        self.http_port = free_port()
+        self.http_port = listening_port_below_ephemeral()  # (an ephemeral one can be taken by a connection meanwhile)
         self.dir = tmp / name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.config = self.dir / "gateway.toml"
