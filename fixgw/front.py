@@ -262,7 +262,7 @@ class Front:
                 else:
                     self._pending_by_address.pop(peer, None)
 
-        engine_writer: asyncio.StreamWriter | None = None
+        engine: asyncio.BaseTransport | None = None
         refused = True  # until the connection is passed on: then it ends gracefully (what was sent arrives)
         try:
             try:
@@ -283,24 +283,48 @@ class Front:
             assert gate is not None
             if not gate.has_password and b"\x01554=" in logon:
                 logon = without_field(logon, 554)  # never into a message log or a store
-            engine_reader, engine_writer = await asyncio.open_connection("127.0.0.1", self.engine_port, limit=CHUNK)
             check = InboundCheck(limits.max_message_size)
+            ended: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+            def engine_answers(chunk: bytes) -> bool:
+                if pending and b"\x0135=A\x01" in chunk:
+                    logged_on()
+                return True
+
+            def client_sends(chunk: bytes) -> bool:
+                problem = check.feed(chunk)
+                if problem is not None:
+                    self._refuse(peer, "", problem, "message-size")
+                return problem is None
+
+            engine_transport, engine_side = await asyncio.get_running_loop().create_connection(
+                lambda: Relay(ended, engine_answers), "127.0.0.1", self.engine_port)
+            engine = engine_transport
+            # From here the client's connection relays from asyncio's read callback (``Relay``):
+            # what the logon phase's reader holds beyond the Logon goes first.
+            after += reader_take_all(reader)
+            client_side = Relay(ended, client_sends)
+            writer.transport.set_protocol(client_side)
+            client_side.bind(writer.transport, engine_transport)
+            engine_side.bind(engine_transport, writer.transport)
+            client_side.transport.resume_reading()  # the reader may have paused it (its buffer's limit)
             problem = check.feed(after)
             if problem is not None:
                 self._refuse(peer, gate.name, problem, "message-size")
                 return
-            engine_writer.write(logon + after)
+            engine_transport.write(logon + after)
+            if reader.at_eof():
+                ended.set_result(True)  # the client closed while the engine's connection opened
             self.peers[gate.name] = peer
             session_name = gate.name
             refused = False
-            inbound = asyncio.ensure_future(self._client_to_engine(reader, engine_writer, check, peer))
-            outbound = asyncio.ensure_future(self._engine_to_client(engine_reader, writer, logged_on))
-            deadline = asyncio.ensure_future(self._logon_deadline(lambda: pending, peer))
-            done, rest = await asyncio.wait({inbound, outbound, deadline}, return_when=asyncio.FIRST_COMPLETED)
-            for task in rest:
-                task.cancel()
-            refused = outbound not in done and inbound not in done  # the deadline, or a size refusal
-            refused = refused or any(t.result() is False for t in done if t is inbound)
+            deadline: asyncio.Future[Any] = asyncio.ensure_future(self._logon_deadline(lambda: pending, peer))
+            try:
+                await asyncio.wait([ended, deadline], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                deadline.cancel()
+            # the deadline, or a size refusal: aborted; either side closing: both closed gracefully
+            refused = not ended.done() or ended.result() is False
         except (OSError, ssl.SSLError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -311,13 +335,13 @@ class Front:
             logged_on()
             if session_name is not None and self.peers.get(session_name) == peer:
                 del self.peers[session_name]
-            for w in (writer, engine_writer):
-                if w is None:
+            for transport in (writer.transport, engine):
+                if transport is None:
                     continue
                 if refused:
-                    w.transport.abort()
+                    transport.abort()  # type: ignore[attr-defined]
                 else:  # flushed, then FIN: a Logout the engine sent before closing still arrives
-                    w.close()
+                    transport.close()
 
     async def _logon_deadline(self, pending: Callable[[], bool], peer: str) -> None:
         await asyncio.sleep(self.limits.logon_timeout_s)
@@ -348,29 +372,64 @@ class Front:
                     return None
                 return logon, buffer[len(logon):]
 
-    async def _client_to_engine(self, reader: asyncio.StreamReader, engine: asyncio.StreamWriter,
-                                check: InboundCheck, peer: str) -> bool:
-        """Until the client closes (True) or is refused (False)."""
-        while True:
-            chunk = await reader.read(CHUNK)
-            if not chunk:
-                return True
-            problem = check.feed(chunk)
-            if problem is not None:
-                self._refuse(peer, "", problem, "message-size")
-                return False
-            engine.write(chunk)
-            await engine.drain()
 
-    async def _engine_to_client(self, engine: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                                logged_on: Callable[[], None]) -> None:
-        answered = False
-        while True:
-            chunk = await engine.read(CHUNK)
-            if not chunk:
-                return
-            if not answered and b"\x0135=A\x01" in chunk:
-                answered = True
-                logged_on()
-            writer.write(chunk)
-            await writer.drain()
+def reader_take_all(reader: asyncio.StreamReader) -> bytes:
+    """What ``reader`` holds and nobody has read yet, taken out of it (no wait)."""
+    buffered: bytearray = reader._buffer  # type: ignore[attr-defined]  # noqa: SLF001 (asyncio offers no non-blocking read of its buffer)
+    data = bytes(buffered)
+    buffered.clear()
+    return data
+
+
+class Relay(asyncio.Protocol):
+    """One side of a logged-on connection. What it receives is passed on to the other side's
+    transport from asyncio's read callback itself: no task or future per chunk, about a third of
+    the front's CPU of a stream reader and writer per relayed message. The other side's flow
+    control pauses this side's reading (its ``pause_writing`` is called when this side's writes
+    fill the other's buffer)."""
+
+    def __init__(self, ended: asyncio.Future[bool], passes: Callable[[bytes], bool]) -> None:
+        """``passes``: inspects a chunk before it is passed on; False ends the connection, refused."""
+        self.ended, self.passes = ended, passes
+        self.transport: Any = None
+        self.other: Any = None
+        self._held = bytearray()  # received before ``bind`` (the engine's answer can be that quick)
+
+    def bind(self, transport: asyncio.BaseTransport, other: asyncio.BaseTransport) -> None:
+        self.transport, self.other = transport, other
+        if self._held:
+            held, self._held = bytes(self._held), bytearray()
+            self.data_received(held)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if self.ended.done():
+            return
+        if self.other is None:
+            self._held += data
+            return
+        if not self.passes(data):
+            self.ended.set_result(False)
+            return
+        self.other.write(data)
+
+    def eof_received(self) -> bool:
+        self._end()
+        return False  # the transport closes; the other side is closed gracefully by the front
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end()
+
+    def pause_writing(self) -> None:
+        if self.other is not None:
+            self.other.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.other is not None:
+            self.other.resume_reading()
+
+    def _end(self) -> None:
+        if not self.ended.done():
+            self.ended.set_result(True)
