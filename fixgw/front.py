@@ -383,7 +383,7 @@ def reader_take_all(reader: asyncio.StreamReader) -> bytes:
 
 class Relay(asyncio.Protocol):
     """One side of a logged-on connection. What it receives is passed on to the other side's
-    transport from asyncio's read callback itself: no task or future per chunk, about a third of
+    transport from asyncio's read callback itself: no task or future per chunk, about a quarter of
     the front's CPU of a stream reader and writer per relayed message. The other side's flow
     control pauses this side's reading (its ``pause_writing`` is called when this side's writes
     fill the other's buffer)."""
