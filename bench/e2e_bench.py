@@ -121,6 +121,26 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def context_switches(pid: int) -> int:
+    """Context switches so far (voluntary and not) of the live threads of a process: each a
+    thread that blocked for a reply or a wake-up, or was preempted. Below saturation an order
+    pays a cycle of every stage, and the switches an order count those cycles' wake-ups
+    (docs/decisions/2026-12-06-where-an-order-s-cpu-goes.md). A thread that ended is not
+    counted: QuickFIX's session threads end with their connections, before the second reading."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except OSError:  # ended between the listing and the read
+            continue
+        total += sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches:" in line)
+    return total
+
+
+def switches_per_order(procs: dict[str, int], before: dict[str, int], orders: int) -> dict[str, float]:
+    return {name: (context_switches(pid) - before[name]) / orders for name, pid in procs.items()}
+
+
 def wait_idle(pids: list[int], timeout_s: float = 60) -> None:
     """Until the processes together use under 5% of a core for half a second."""
     deadline = time.monotonic() + timeout_s
@@ -307,9 +327,11 @@ def run(args: argparse.Namespace) -> None:
         wait_idle(list(procs.values()))  # (the cells' start-up work is not an order's)
         low_before, low_counts, low_calls = all_cpu_seconds(procs), valkey_counts(server), command_calls(server)
         low_threads = gateway_threads(procs["gateway"])
+        low_switches = {name: context_switches(pid) for name, pid in procs.items()}
         low = measure(system.fix_port, args, rate=args.low_rate, orders=200)  # before any backlog
         low["cpu_ms"] = 1000 * (all_cpu_seconds(procs) - low_before) / (200 + low["paced"])
         low_threads = gateway_threads(procs["gateway"], low_threads)
+        low_switches = switches_per_order(procs, low_switches, 200 + int(low["paced"]))
         low_valkey = per_order(low_counts, valkey_counts(server), 200 + int(low["paced"]))
         low_by_command = calls_per_order(low_calls, command_calls(server), 200 + int(low["paced"]))
         # One order at a time, every command Valkey runs watched (MONITOR slows Valkey: its own
@@ -323,7 +345,9 @@ def run(args: argparse.Namespace) -> None:
         calls_before = command_calls(server)
         rewrites_before, aof_before = aof_state(server)
         ours_threads = gateway_threads(procs["gateway"])
+        ours_switches = {name: context_switches(pid) for name, pid in procs.items()}
         ours = measure(system.fix_port, args)
+        ours_switches = switches_per_order(procs, ours_switches, args.orders + int(ours["paced"]))
         cpu_used = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in procs.items()}
         ours_threads = gateway_threads(procs["gateway"], ours_threads)
         ours_valkey = per_order(counts_before, valkey_counts(server), args.orders + int(ours["paced"]))
@@ -429,6 +453,10 @@ def run(args: argparse.Namespace) -> None:
                                  (f"at {args.low_rate:.0f}/s", low_threads, 200 + int(low["paced"]))):
         print(f"  the gateway by thread, {what}: " + ", ".join(
             f"{name} {1000 * used / count:.3f}" for name, used in threads.items()) + " ms/order")
+    print("  context switches an order (a thread blocking for a reply or woken, or preempted; live threads only):")
+    for what, per in (("throughput and paced runs", ours_switches), (f"at {args.low_rate:.0f}/s", low_switches)):
+        print(f"    {what:28} " + ", ".join(f"{name} {n:.1f}" for name, n in per.items())
+              + f"; all {sum(per.values()):.1f}")
     print("\nValkey's work per order (INFO: commands, those inside scripts counted; script calls; read events,")
     print("each a client's request arriving: round trips):")
     for name, counts in (("throughput and paced runs", ours_valkey), (f"at {args.low_rate:.0f}/s", low_valkey)):
