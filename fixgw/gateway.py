@@ -51,6 +51,7 @@ from .application import GatewayApplication
 from .config import GatewaySettings, MatchingLink, SessionConfig
 from .context import Behaviour, GatewayContext, die
 from .credentials import LogonLockout
+from .engine_port import confine_to_loopback
 from .filestore import claim_directory, complete_header, fresh_directory, write_session
 from .front import Front, FrontLimits, SessionGate, tls_context
 from .message_log import MessageLogFactory
@@ -291,6 +292,9 @@ class Gateway:
         # before the first connection: a request must never find it unstarted
         self.behaviour.start(self.context(self.application))
         self.acceptor.start()
+        # QuickFIX's acceptor listens on every address whatever its settings say: only this host
+        # may reach it, and it does so through the front (fixgw/engine_port.py)
+        confine_to_loopback(engine_port)
         self.front = self._front(engine_port).start()
         self.active.set()
         threading.Thread(target=self._watch_logons, name="logon-watch", daemon=True).start()

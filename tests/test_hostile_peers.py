@@ -10,16 +10,20 @@ import re
 import socket
 import ssl
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from datastore.embedded import ValkeyProcess, free_port
+from datastore.embedded import ValkeyProcess, free_port, standalone
+from datastore.settings import ConfigError
 from fixgw.config import GatewaySettings
 from fixgw.credentials import LogonLockout, credentials_problem, hash_password, scrypt_memory, verify_password
-from fixgw.fixat import Connection, frame
+from fixgw.engine_port import confine_to_loopback
+from fixgw.fixat import Connection, RawSession, frame
 from fixgw.front import InboundCheck, first_message, without_field
 from tests.gateway_helpers import FixClient, GatewayProc, RawFixClient, http_json, http_text, parse, wait_until
+from tests.netfault import Net, missing
 from tests.test_gateway import orders_round_trip
 from tests.test_tls import certs, make_ca, make_cert  # noqa: F401 (the module's certificates fixture)
 
@@ -316,6 +320,97 @@ def test_a_gateway_reachable_from_other_machines_refuses_sessions_anyone_could_l
     GatewaySettings(host="127.0.0.1", session=[{"name": "C"}])
     with pytest.raises(ValueError, match="allowed_subjects needs"):
         GatewaySettings(session=[{"name": "C", "allowed_subjects": ["c"]}])
+
+
+def listening_ports_of(pid: int) -> set[int]:
+    """The TCP ports ``pid`` listens on, in its network namespace."""
+    inodes = {os.readlink(f"/proc/{pid}/fd/{fd}")[8:-1] for fd in os.listdir(f"/proc/{pid}/fd")
+              if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:[")}
+    ports = set()
+    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[3] == "0A" and fields[9] in inodes:  # LISTEN, and one of its own
+            ports.add(int(fields[1].split(":")[1], 16))
+    return ports
+
+
+@pytest.fixture
+def machines() -> Iterator[Net]:
+    """This host ("gw") and another machine ("peer"), each a network namespace of its own; where
+    this machine cannot make them (root, ``ip``, ``nft``), skipped saying why, or a failure with
+    ``FIXGW_REQUIRE_FAULTS=1``, as CI sets it."""
+    why = missing()
+    if why:
+        if os.environ.get("FIXGW_REQUIRE_FAULTS") == "1":
+            pytest.fail(f"FIXGW_REQUIRE_FAULTS=1 but {why}")
+        pytest.skip(why)
+    with Net(["gw", "peer"]) as net:
+        yield net
+
+
+def test_quickfix_behind_the_front_takes_no_connection_from_another_machine(tmp_path: Path, machines: Net) -> None:
+    """QuickFIX's C++ acceptor binds its port on every address whatever its settings say; the
+    gateway binds that socket to the loopback device (``fixgw/engine_port.py``). From another
+    machine (a network namespace of its own) only the front answers: a Logon through it logs on,
+    and QuickFIX's port refuses the connection as a closed port would."""
+    one_session = f'[[gateway.session]]\nname = "CLIENT1"\nusername = "alice"\npassword_hash = "{HASH}"\n'
+    net = machines
+    address = net.address["gw"]
+    port = free_port()
+    with net.inside("gw"), standalone() as valkey:
+        gw = GatewayProc(tmp_path, valkey.url, fix_port=port, sessions=one_session, extra="message_log = false",
+                         gateway_lines=f'host = "{address}"').start()
+        try:
+            gw.wait_active()
+            assert gw.proc is not None
+            engine = listening_ports_of(gw.proc.pid) - {port, gw.http_port}
+            assert len(engine) == 1, f"QuickFIX's port among {engine}"
+            engine_port = engine.pop()
+            with net.inside("peer"):
+                with pytest.raises(ConnectionRefusedError):
+                    socket.create_connection((address, engine_port), timeout=5).close()
+                client = RawSession(port, host=address)
+                try:
+                    client.send(b"35=A\x0198=0\x01108=30\x01553=alice\x01554=s3cret-pass")
+                    raw = client.read(timeout=15)
+                finally:
+                    client.close()
+            assert raw is not None and parse(raw)[35] == b"A", "the front still passes a Logon on to QuickFIX"
+            assert gw.alive
+        finally:
+            gw.stop()
+
+
+def test_confining_a_port_drops_what_came_from_elsewhere_and_keeps_this_host(machines: Net) -> None:
+    """The moment between QuickFIX's ``listen`` and the bind: a connection another machine made
+    then, already accepted, is shut down; after it, another machine is refused and this host
+    still connects."""
+    net = machines
+    with net.inside("gw"):
+        address = net.address["gw"]
+        with socket.socket() as listener:
+            listener.bind(("0.0.0.0", 0))  # as QuickFIX's acceptor binds: every address
+            listener.listen()
+            port = listener.getsockname()[1]
+            with net.inside("peer"):
+                early = socket.create_connection((address, port), timeout=5)
+            accepted, _ = listener.accept()
+            try:
+                confine_to_loopback(port, settle_s=1)
+                early.settimeout(5)
+                assert early.recv(1) == b"", "the connection from elsewhere is shut down"
+                with net.inside("peer"), pytest.raises(ConnectionRefusedError):
+                    socket.create_connection((address, port), timeout=5).close()
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as local:
+                    served, _ = listener.accept()
+                    local.sendall(b"x")
+                    assert served.recv(1) == b"x"
+                    served.close()
+            finally:
+                early.close()
+                accepted.close()
+        with pytest.raises(ConfigError, match="not found"):
+            confine_to_loopback(port)  # closed: nothing to confine
 
 
 # --- 5. credentials ---------------------------------------------------------------------------
