@@ -400,6 +400,8 @@ class GatewaySettings(BaseModel):
         dicts = self.dictionaries / "full" if full and (self.dictionaries / "full").is_dir() else self.dictionaries
         lines = [
             "[DEFAULT]", "ConnectionType=acceptor",
+            # (QuickFIX/J's setting: QuickFIX's C++ acceptor ignores it and binds every address, so
+            # the gateway confines the port to loopback itself: fixgw/engine_port.py)
             f"SocketAcceptHost={self.host if engine_port is None else '127.0.0.1'}",
             f"SocketAcceptPort={self.port if engine_port is None else engine_port}",
             # The schedules are the gateway's (fixgw/schedule.py): QuickFIX never ends a session by
