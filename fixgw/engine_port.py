@@ -20,6 +20,7 @@ would have had to guess a port picked at random and never announced.
 
 from __future__ import annotations
 
+import fcntl
 import ipaddress
 import os
 import socket
@@ -75,11 +76,15 @@ def _own_sockets() -> list[socket.socket]:
             dup = os.dup(int(name))
         except OSError:
             continue  # closed meanwhile
+        flags = fcntl.fcntl(dup, fcntl.F_GETFL)
         try:
             sock = socket.socket(fileno=dup)
         except OSError:
             os.close(dup)
             continue
+        # A duplicate shares its file's flags with QuickFIX's descriptor, and a socket object
+        # made under a default timeout turns O_NONBLOCK on: QuickFIX's blocking mode is put back.
+        fcntl.fcntl(dup, fcntl.F_SETFL, flags)
         if sock.family == socket.AF_INET and sock.type == socket.SOCK_STREAM:
             found.append(sock)
         else:

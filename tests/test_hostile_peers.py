@@ -5,6 +5,7 @@ sessions keep trading, and ``/ready`` tells the truth."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import socket
@@ -411,6 +412,23 @@ def test_confining_a_port_drops_what_came_from_elsewhere_and_keeps_this_host(mac
                 accepted.close()
         with pytest.raises(ConfigError, match="not found"):
             confine_to_loopback(port)  # closed: nothing to confine
+
+
+def test_confining_leaves_quickfix_s_socket_blocking() -> None:
+    """The confinement works on a duplicate of QuickFIX's descriptor, which shares its file's
+    flags; a socket object made while a default timeout is set turns O_NONBLOCK on, and
+    QuickFIX's accept thread expects a blocking socket. The flags are put back."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        before = fcntl.fcntl(listener.fileno(), fcntl.F_GETFL)
+        socket.setdefaulttimeout(5)
+        try:
+            confine_to_loopback(listener.getsockname()[1], settle_s=0)
+        finally:
+            socket.setdefaulttimeout(None)
+        assert fcntl.fcntl(listener.fileno(), fcntl.F_GETFL) == before
+        assert not before & os.O_NONBLOCK
 
 
 # --- 5. credentials ---------------------------------------------------------------------------
