@@ -24,8 +24,9 @@ from fixgw.engine_port import confine_to_loopback
 from fixgw.fixat import Connection, RawSession, frame
 from fixgw.front import InboundCheck, first_message, without_field
 from tests.gateway_helpers import FixClient, GatewayProc, RawFixClient, http_json, http_text, parse, wait_until
-from tests.netfault import Net, missing
+from tests.netfault import Net
 from tests.test_gateway import orders_round_trip
+from tests.test_network_faults import hosts
 from tests.test_tls import certs, make_ca, make_cert  # noqa: F401 (the module's certificates fixture)
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
@@ -340,13 +341,7 @@ def machines() -> Iterator[Net]:
     """This host ("gw") and another machine ("peer"), each a network namespace of its own; where
     this machine cannot make them (root, ``ip``, ``nft``), skipped saying why, or a failure with
     ``FIXGW_REQUIRE_FAULTS=1``, as CI sets it."""
-    why = missing()
-    if why:
-        if os.environ.get("FIXGW_REQUIRE_FAULTS") == "1":
-            pytest.fail(f"FIXGW_REQUIRE_FAULTS=1 but {why}")
-        pytest.skip(why)
-    with Net(["gw", "peer"]) as net:
-        yield net
+    yield from hosts(["gw", "peer"])
 
 
 def test_quickfix_behind_the_front_takes_no_connection_from_another_machine(tmp_path: Path, machines: Net) -> None:
