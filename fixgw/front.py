@@ -44,6 +44,9 @@ MAX_DIGITS = 10  # a longer BodyLength is over any limit (and ``int`` of thousan
 TRAILER_LEN = 7  # "10=xxx|"
 SLACK = 64  # the header's own bytes before BodyLength counts
 CHUNK = 65536
+# QuickFIX's own wait for a session still registered to a connection (``setSession``: five tries
+# a second apart); a previous connection that is closing lets go within milliseconds
+ENGINE_LET_GO_S = 5.0
 ECDHE_AEAD = "ECDHE+AESGCM:ECDHE+CHACHA20"
 
 
@@ -180,11 +183,15 @@ class Front:
     def __init__(self, host: str, port: int, engine_port: int, gates: dict[tuple[str, str], SessionGate],
                  limits: FrontLimits, tls: ssl.SSLContext | None = None,
                  on_refused: Callable[[str, str], None] = lambda session, reason: None,
-                 closed_for: Callable[[], str | None] = lambda: None) -> None:
+                 closed_for: Callable[[], str | None] = lambda: None,
+                 engine_letting_go: Callable[[str], bool] = lambda session: False) -> None:
         """``closed_for``: while it gives a reason, every new connection is closed at once, before
-        any message (the gateway's clock disagrees with its datastore's: ``datastore/clock.py``)."""
+        any message (the gateway's clock disagrees with its datastore's: ``datastore/clock.py``).
+        ``engine_letting_go(session)``: the engine still holds the session's previous connection,
+        not logged on (``_engine_let_go``)."""
         self.host, self.port, self.engine_port = host, port, engine_port
         self.closed_for = closed_for
+        self.engine_letting_go = engine_letting_go
         self.gates, self.limits, self.tls = gates, limits, tls
         self.on_refused = on_refused
         self.counters = FrontCounters()
@@ -297,6 +304,7 @@ class Front:
                     self._refuse(peer, "", problem, "message-size")
                 return problem is None
 
+            await self._engine_let_go(gate.name)
             engine_transport, engine_side = await asyncio.get_running_loop().create_connection(
                 lambda: Relay(ended, engine_answers), "127.0.0.1", self.engine_port)
             engine = engine_transport
@@ -342,6 +350,21 @@ class Front:
                     transport.abort()  # type: ignore[attr-defined]
                 else:  # flushed, then FIN: a Logout the engine sent before closing still arrives
                     transport.close()
+
+    async def _engine_let_go(self, session: str) -> None:
+        """Wait (a bounded time) until the engine has let go of the session's previous connection.
+
+        QuickFIX closes a connection it is told to drop (a reset, a disconnect, the end of a
+        period) on the caller's thread, while the connection's own thread may be between its
+        poll and its read. A connection accepted in that moment can get the closed descriptor's
+        number, and the old thread then reads its Logon for a session that has no connection to
+        answer on: the client waits, unanswered, until the Logon timeout. The old thread lets go
+        of the session as it ends, so a Logon passed on after that reaches only its own thread.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ENGINE_LET_GO_S
+        while self.engine_letting_go(session) and loop.time() < deadline:
+            await asyncio.sleep(0.005)
 
     async def _logon_deadline(self, pending: Callable[[], bool], peer: str) -> None:
         await asyncio.sleep(self.limits.logon_timeout_s)

@@ -119,6 +119,8 @@ class Gateway:
         # not stamped, their Logons refused, left out of retention (key texts).
         self.away: set[str] = set()
         self._sessions_by_text = {cfg.session_id_text: cfg for cfg in settings.session}
+        self._session_ids = {cfg.name: fix.SessionID(cfg.begin_string, cfg.sender_comp_id, cfg.target_comp_id)
+                             for cfg in settings.session}
         self.acceptor: Any = None
         self.message_log: MessageLogFactory | None = None
         self.front: Front | None = None
@@ -318,9 +320,19 @@ class Gateway:
                              s.max_message_size)
         front = Front(s.host, s.port, engine_port, gates, limits, tls,
                       on_refused=lambda session, reason: self.metrics.front_refused.labels(reason).inc(),
-                      closed_for=self.clock.problem)
+                      closed_for=self.clock.problem, engine_letting_go=self._engine_letting_go)
         self.metrics.watch_front(front.counters)
         return front
+
+    def _engine_letting_go(self, name: str) -> bool:
+        """The engine still holds a connection of session ``name`` that is not logged on: one
+        it was told to drop, whose thread has not ended yet (``Front._engine_let_go``), or a
+        Logon of another connection being answered."""
+        sid = self._session_ids.get(name)
+        if sid is None or not fix.Session.isSessionRegistered(sid):
+            return False
+        session = fix.Session.lookupSession(sid)
+        return session is not None and not session.isLoggedOn()
 
     def context(self, application: GatewayApplication) -> GatewayContext:
         """What the behaviour is given of this gateway (``GatewayContext``)."""

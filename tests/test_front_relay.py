@@ -111,3 +111,31 @@ def test_a_client_that_does_not_read_holds_the_engine_back_and_then_gets_every_b
             assert not rest.is_alive()
     finally:
         front.stop()
+
+
+def test_a_logon_waits_until_the_engine_has_let_go_of_the_sessions_previous_connection() -> None:
+    """While the engine still holds the session's previous connection (told to drop, its thread
+    not ended), a new connection is not passed on: its descriptor could be read by that thread.
+    It is passed on, Logon first, as soon as the engine lets go."""
+    engine = Engine()
+    letting_go = threading.Event()
+    letting_go.set()
+    asked: list[str] = []
+
+    def engine_letting_go(session: str) -> bool:
+        asked.append(session)
+        return letting_go.is_set()
+
+    front = Front("127.0.0.1", listening_port_below_ephemeral(), engine.port, {("CLIENT", "GW"): SessionGate("GW-CLIENT")},
+                  FrontLimits(logon_timeout_s=30.0), engine_letting_go=engine_letting_go).start()
+    try:
+        logon = message("A", "98=0\x01108=30\x01")
+        with socket.create_connection(("127.0.0.1", front.port)) as client:
+            client.sendall(logon)
+            assert not engine.accepted.wait(0.5), "passed on while the engine still held the previous connection"
+            assert set(asked) == {"GW-CLIENT"}
+            letting_go.clear()
+            assert engine.accepted.wait(5), "not passed on once the engine let go"
+            assert engine.until_received(len(logon)) == logon
+    finally:
+        front.stop()
