@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from datastore.connection import check_credentials, connect, is_cluster
 from datastore.embedded import listening_port_below_ephemeral
 from datastore.memory import MemoryWatch
 from datastore.settings import ConfigError
-from matching.config import freeze_startup_objects
+from matching.config import freeze_startup_objects, stop_on_signals
 from matching.http import CellHttp
 from matching.linger import Linger
 from sessionstore import (
@@ -459,8 +458,7 @@ class Gateway:
         cpus = cpus_for(self.settings.cpu_affinity)
         if cpus:
             pin_threads(cpus)
-        signal.signal(signal.SIGTERM, lambda *_: self.stop_requested.set())
-        signal.signal(signal.SIGINT, lambda *_: self.stop_requested.set())
+        stop_on_signals(self.stop_requested)
         self._state_dir_hold = claim_directory(Path(self.settings.state_dir))
         port = self.serve_http()
         self._warm()
@@ -482,12 +480,9 @@ class Gateway:
                      time.monotonic() - materialised)
             print(f"fixgw: active, FIX acceptor on {self.settings.host}:{self.settings.port} "
                   f"({len(self.settings.session)} sessions, namespace {self.namespace})", flush=True)
-            # Timed, not one endless wait: Python runs a signal's handler on the main thread when it
-            # next runs bytecode, and a signal the kernel handed to another thread (QuickFIX's are C++)
-            # does not wake a main thread in an endless wait — `fixgw up` ignored Ctrl-C in about one
-            # stop in ten (5th and 7th of 40 in two loops; 0 of 40 with this).
-            while not self.stop_requested.wait(0.5):
-                pass
+            # (set by the signals' own thread, whichever thread the kernel handed a signal to:
+            # ``stop_on_signals``)
+            self.stop_requested.wait()
             return 0
         finally:
             self.memory.stop()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from sessionstore.keys import GatewayKey
 
 from .amqp import AmqpCommandSource, AmqpEventPublisher, AmqpLink, AmqpUnavailable
 from .conductor import BootRefused, Conductor
-from .config import CellSettings, freeze_startup_objects, load_cell_settings, tune_gc
+from .config import CellSettings, freeze_startup_objects, load_cell_settings, stop_on_signals, tune_gc
 from .http import CellHttp
 from .instruments import InstrumentTable
 from .keys import PartitionKeys
@@ -42,8 +41,7 @@ RELOCATION_POLL_S = 0.1  # one HGET of the marker: a relocation's freeze waits t
 
 def _stop_on_signals() -> threading.Event:
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop_on_signals(stop)
     return stop
 
 

@@ -8,6 +8,9 @@ REDIS_CLUSTER_NODES — the last goes through redis-py's real cluster client, ne
 from __future__ import annotations
 
 import gc
+import os
+import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -47,6 +50,31 @@ def freeze_startup_objects() -> None:
     of ~104k objects mid-run, 26–54 ms with the GIL held; the cells ~57k objects, 20–78 ms."""
     gc.collect()
     gc.freeze()
+
+
+def stop_on_signals(stop: threading.Event) -> None:
+    """SIGTERM and SIGINT set ``stop`` (call it on the main thread).
+
+    Not from a Python handler: Python runs one on the main thread between two bytecodes, also
+    inside ``Event.wait`` or ``Event.set`` while they hold the event's lock, and a handler that
+    sets the same event then waits for that lock forever. Two signals in a row get there: Ctrl-C
+    on ``make run`` reaches the process from the terminal and again from make, which passes a
+    fatal signal on to its children. So the interpreter's own C handler writes each signal's
+    number to a pipe (``signal.set_wakeup_fd``: async-signal-safe, whichever thread the kernel
+    chose), and a thread of its own reads the pipe and sets ``stop``."""
+    readable, writable = os.pipe()
+    os.set_blocking(writable, False)
+    signal.set_wakeup_fd(writable, warn_on_full_buffer=False)
+    wanted = {signal.SIGTERM, signal.SIGINT}
+    for signum in wanted:
+        signal.signal(signum, lambda *_: None)  # caught (not the default: ending at once); acted on below
+
+    def watch() -> None:
+        while numbers := os.read(readable, 64):
+            if wanted.intersection(numbers):
+                stop.set()
+
+    threading.Thread(target=watch, name="signals", daemon=True).start()
 
 
 @dataclass(frozen=True, slots=True)
