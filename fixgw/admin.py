@@ -290,6 +290,7 @@ class SessionAdmin:
             raise AdminRefused(409, "the engine has no such session")
         with app._send_locks[cfg.session_id_text]:
             before = self._numbers(cfg)
+            app.drops.note(fix.SessionID(cfg.begin_string, cfg.sender_comp_id, cfg.target_comp_id))
             session.reset()  # Logout (stored as usual) and disconnect if on; the engine's copy back to 1
             app._reset(key, self.host.stores[cfg.gateway], next_target=1)
             return {"before": before, "after": self._numbers(cfg)}

@@ -39,6 +39,7 @@ from . import engine_threads
 from .config import SessionConfig
 from .context import Behaviour, CallbackWatch, die
 from .credentials import LogonLockout, credentials_problem, hash_password, new_password_problem
+from .engine_drops import EngineDrops
 from .fixmsg import Inbound, SessionMessage, business_reject, inbound, sending_time, wire_bytes
 from .group_commit import GroupCommit
 from .inputs import MAX_SEQ_NUM, logon_problem, split_fields
@@ -139,6 +140,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         self._sent_marks: dict[SessionKey, list[int]] = {}
         self._delivery_failed: set[str] = set()
         self._silent_since: dict[str, float] = {}  # sessions held by a connection not logged on
+        self.drops = EngineDrops()  # connections told to close from another thread than their own
         self.lockout = lockout or LogonLockout(5, 60.0)  # refused credentials per session
         self._logged_on_once = False
         self.stopping = threading.Event()
@@ -590,6 +592,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         with self._send_locks[text]:
             session = fix.Session.lookupSession(sid)
             if session is not None:
+                self.drops.note(sid)
                 session.reset()  # Logout if on, disconnect, the engine's numbers back to 1
             with self.intake.resetting(key):
                 started = store.start_period(key, period_start_ns, keep_ms)
@@ -629,4 +632,5 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         session = fix.Session.lookupSession(sid)
         if session is not None:
             with self._send_locks[sid.toString()]:
+                self.drops.note(sid)
                 session.disconnect()

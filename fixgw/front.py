@@ -187,8 +187,8 @@ class Front:
                  engine_letting_go: Callable[[str], bool] = lambda session: False) -> None:
         """``closed_for``: while it gives a reason, every new connection is closed at once, before
         any message (the gateway's clock disagrees with its datastore's: ``datastore/clock.py``).
-        ``engine_letting_go(session)``: the engine still holds the session's previous connection,
-        not logged on (``_engine_let_go``)."""
+        ``engine_letting_go(session)``: a Logon of ``session`` must wait for the engine to let go
+        of a connection it was told to close (``_engine_let_go``)."""
         self.host, self.port, self.engine_port = host, port, engine_port
         self.closed_for = closed_for
         self.engine_letting_go = engine_letting_go
@@ -352,14 +352,16 @@ class Front:
                     transport.close()
 
     async def _engine_let_go(self, session: str) -> None:
-        """Wait (a bounded time) until the engine has let go of the session's previous connection.
+        """Wait (a bounded time) until the engine has let go of the connections it was told to
+        close, the session's previous one among them.
 
         QuickFIX closes a connection it is told to drop (a reset, a disconnect, the end of a
         period) on the caller's thread, while the connection's own thread may be between its
-        poll and its read. A connection accepted in that moment can get the closed descriptor's
-        number, and the old thread then reads its Logon for a session that has no connection to
-        answer on: the client waits, unanswered, until the Logon timeout. The old thread lets go
-        of the session as it ends, so a Logon passed on after that reaches only its own thread.
+        poll and its read. A connection accepted in that moment, of any session, can get the
+        closed descriptor's number, and the old thread then reads its Logon for a session that
+        has no connection to answer on: the client waits, unanswered, until the Logon timeout.
+        The old thread lets go of its session as it ends, so a Logon passed on after that
+        reaches only its own connection's thread.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + ENGINE_LET_GO_S

@@ -324,9 +324,11 @@ class Gateway:
         return front
 
     def _engine_letting_go(self, name: str) -> bool:
-        """The engine still holds a connection of session ``name`` that is not logged on: one
-        it was told to drop, whose thread has not ended yet (``Front._engine_let_go``), or a
-        Logon of another connection being answered."""
+        """Before a Logon of session ``name`` goes to QuickFIX (``Front._engine_let_go``): a
+        connection QuickFIX was told to close from another thread (of any session) still has
+        its thread, or session ``name`` is held by a connection not logged on."""
+        if self.application is not None and self.application.drops.letting_go():
+            return True
         sid = self._session_ids.get(name)
         if sid is None or not fix.Session.isSessionRegistered(sid):
             return False
