@@ -64,7 +64,7 @@ class Counting(fix.Application):  # type: ignore[misc]
 
 
 def acceptor(tmp: Path, port: int, app: Counting) -> Any:
-    (tmp / "store").mkdir()
+    (tmp / "store").mkdir(exist_ok=True)
     cfg = tmp / "acceptor.cfg"
     cfg.write_text(f"""[DEFAULT]
 ConnectionType=acceptor
@@ -101,10 +101,21 @@ def connect_and_send(port: int, app: Counting, orders: int) -> None:
 def serving(tmp: Path, app: Counting) -> Iterator[int]:
     """A ThreadedSocketAcceptor for ``app`` on a port of its own, stopped and destroyed after:
     QuickFIX's session registry is process-wide and keyed by SessionID, and an acceptor freed
-    later by the collector would erase the next test's session from it."""
-    port = free_port()
-    engine = acceptor(tmp, port, app)
-    engine.start()
+    later by the collector would erase the next test's session from it. A port taken between
+    ``free_port`` and the bind (another process's) is tried again with another."""
+    for _ in range(5):
+        port = free_port()
+        engine = acceptor(tmp, port, app)
+        try:
+            engine.start()
+            break
+        except fix.RuntimeError as exc:  # destroyed now, its sessions out of the registry
+            del engine
+            gc.collect()
+            if "Address already in use" not in str(exc):
+                raise
+    else:
+        raise AssertionError("no free port for the acceptor in 5 tries")
     try:
         yield port
     finally:
