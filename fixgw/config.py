@@ -25,6 +25,7 @@ from .schedule import Schedule
 ROOT = Path(__file__).resolve().parent.parent
 DICTIONARIES = ROOT / "config" / "dictionaries"
 BEGIN_STRINGS = ("FIX.4.2", "FIX.4.4", "FIXT.1.1")
+MAX_COPY_DELAY_S = 1.0  # drop_copy_every: longer and the drop copy is no longer a live copy
 
 
 class ScheduleSettings(BaseModel):
@@ -322,6 +323,10 @@ class GatewaySettings(BaseModel):
     # p50 1.79 → 1.43 ms), config/fixgw.toml sets 0ms; with the threads spread, the pause
     # still paid (p50 7.3–7.8 ms with it, 8.1–8.8 without).
     dispatch_linger: Duration = "1ms"  # type: ignore[assignment]
+    # While order entry is busy, the drop copy's inbox is read at most this often (its reports
+    # go out in batches; the order-entry reports never wait for them); after a quiet moment a
+    # copy goes out at once. 0ms: every cycle (fixgw/dispatcher.py).
+    drop_copy_every: Duration = "10ms"  # type: ignore[assignment]
     # The CPUs every thread of the gateway runs on (``affinity.pin_threads``): "auto" = the
     # first CPU this process may use; a list of CPU numbers; [] = wherever the OS puts them.
     # The gateway's threads share one GIL, so they never run Python on two CPUs at once; kept
@@ -350,6 +355,14 @@ class GatewaySettings(BaseModel):
         if value > MAX_LINGER_S:
             raise ValueError(f"{info.field_name} {value * 1000:g}ms is longer than {MAX_LINGER_S * 1000:g}ms: it "
                              "pauses the order path after every small batch (write e.g. 1ms, or 0ms for none)")
+        return value
+
+    @field_validator("drop_copy_every")
+    @classmethod
+    def _copies_soon(cls, value: float) -> float:
+        if value > MAX_COPY_DELAY_S:
+            raise ValueError(f"drop_copy_every {value * 1000:g}ms is longer than {MAX_COPY_DELAY_S * 1000:g}ms: a "
+                             "drop-copy report would follow its order's by that long (write e.g. 10ms, or 0ms)")
         return value
 
     @model_validator(mode="after")

@@ -13,13 +13,21 @@ Ordering is per session: a session whose group commit is refused (its store fenc
 is *parked* — the entries it has not got stay pending in the group, the other sessions' go on
 being delivered and acknowledged, and every ``PARKED_RETRY_S`` the parked session is given its
 pending entries again, oldest first, until it has them all (``_retry_parked``).
+
+The drop copy follows behind (``drop_copy_every``): while order entry is busy, the drop-copy
+inbox is read at most that often, so its entries come in batches that share one group commit
+and the order-entry reports in between wait for neither the copies' commit nor their sends.
+After a quiet moment the first copy goes out at once. A gateway serving drop copies only reads
+its inbox every cycle.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from redis.exceptions import RedisError
@@ -115,6 +123,37 @@ class EventSource(Protocol):
     window_ms: int
 
 
+class CopyPacing:
+    """Which inboxes the dispatcher's next read takes, and how long it may wait for them: the
+    drop copy's (``copies``) at most every ``every`` seconds while order entry keeps it busy.
+
+    A read that returned copies makes the next ones due ``every`` later; until then the reads
+    take the other inboxes only, and wait no longer than until the copies are due. A read that
+    returned none (a quiet drop copy) leaves them due, so after a quiet moment a copy goes out
+    at once. A gateway serving drop copies only, or ``every`` 0, reads every inbox each cycle."""
+
+    def __init__(self, streams: list[str], every: float, copies: set[str],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.streams = streams
+        self.every = every
+        self.copies = copies if every > 0 and set(streams) - copies else set()
+        self.others = [s for s in streams if s not in self.copies]
+        self._clock = clock
+        self._due = 0.0  # (clock) from when the next read takes the copies
+
+    def next_read(self, block_ms: int) -> tuple[list[str], int]:
+        """The inboxes to read now, and the read's wait in ms (``block_ms`` at most)."""
+        wait_s = self._due - self._clock()
+        if not self.copies or wait_s <= 0:
+            return self.streams, block_ms
+        return self.others, max(1, min(block_ms, math.ceil(round(wait_s * 1000, 6))))
+
+    def read(self, with_entries: list[str]) -> None:
+        """A read returned entries of these inboxes."""
+        if self.copies and not self.copies.isdisjoint(with_entries):
+            self._due = self._clock() + self.every
+
+
 class Dispatcher(threading.Thread):
     """Turns inbox events into messages for sessions; the only writer of order views."""
 
@@ -142,6 +181,8 @@ class Dispatcher(threading.Thread):
         self.sessions = {str(cfg.key(ns)): cfg for cfg in context.settings.session}
         self.key_text = {cfg.name: text for text, cfg in self.sessions.items()}  # asked for per event
         self.drop_copies = [cfg for cfg in context.settings.session if cfg.kind == DROP_COPY]
+        self.copy_pacing = CopyPacing(list(self.streams), context.settings.drop_copy_every,
+                                      {s for s, group in self.streams.items() if self.group_kinds[group] == DROP_COPY})
         self.session_ids = {str(cfg.key(ns)): context.session_id(cfg) for cfg in context.settings.session}
 
     def run(self) -> None:
@@ -153,13 +194,13 @@ class Dispatcher(threading.Thread):
         with own_connections([self.client, *(s.client for s in self.context.stores.values())]):
             self._cycles()
 
-    def _read(self, to_ack: list[tuple[str, list[bytes]]], positions: dict[str, Any] | None, block_ms: int | None
-              ) -> list[tuple[str, Any]]:
+    def _read(self, to_ack: list[tuple[str, list[bytes]]], positions: dict[str, Any] | None, block_ms: int | None,
+              streams: list[str] | None = None) -> list[tuple[str, Any]]:
         """Acknowledge what the last cycle committed and read the next batch, one round trip:
-        new entries (``positions`` None), or this consumer's pending entries after each
-        stream's position (only the streams given)."""
+        new entries of ``streams`` (``positions`` None; default every inbox), or this
+        consumer's pending entries after each stream's position (only the streams given)."""
         if positions is None:
-            read = read_group_command(GROUP, CONSUMER, list(self.streams), ">", self.batch, block_ms)
+            read = read_group_command(GROUP, CONSUMER, streams or list(self.streams), ">", self.batch, block_ms)
         else:
             read = ("XREADGROUP", "GROUP", GROUP, CONSUMER, "COUNT", self.batch, "STREAMS", *positions,
                     *positions.values())
@@ -192,7 +233,12 @@ class Dispatcher(threading.Thread):
                 if self.parked and time.monotonic() >= self._next_parked_pass:
                     to_ack += self._retry_parked()
                     self._next_parked_pass = time.monotonic() + PARKED_RETRY_S
-                reply = self._read(to_ack, pending, None if pending is not None else self._block_ms())
+                if pending is not None:
+                    reply = self._read(to_ack, pending, None)
+                else:
+                    streams, block_ms = self.copy_pacing.next_read(self._block_ms())
+                    reply = self._read(to_ack, None, block_ms, streams)
+                    self.copy_pacing.read([name for name, entries in reply if entries])
                 to_ack = []
                 parts = [(stream_name, entries) for stream_name, entries in reply if entries]
                 if pending is not None:
@@ -361,15 +407,17 @@ class Dispatcher(threading.Thread):
         if not per_session:
             self._last_offset.update(seen)
             return self._held(concerns, routed, set()), set()
+        # The order-entry sessions' reports are sent first, the drop copies' after them.
+        batches = sorted(per_session.items(), key=lambda kv: self.sessions[kv[0]].kind == DROP_COPY)
         try:
             results = self.context.deliver_many(
-                [(self.session_ids[key], [d for d, _ in pairs]) for key, pairs in per_session.items()])
+                [(self.session_ids[key], [d for d, _ in pairs]) for key, pairs in batches])
         except BaseException:
-            for key, pairs in per_session.items():  # the commits may or may not have landed
+            for key, pairs in batches:  # the commits may or may not have landed
                 self._open_views.forget(key, [d for d, _ in pairs])
             raise
         refused: set[str] = set()
-        for (key, pairs), result in zip(per_session.items(), results):
+        for (key, pairs), result in zip(batches, results):
             if isinstance(result, StoreError):
                 self._open_views.forget(key, [d for d, _ in pairs])
                 self._park(key, result)

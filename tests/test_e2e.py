@@ -46,6 +46,33 @@ def test_crossing_orders_fill_both_sides_and_the_drop_copy_sees_every_report(cli
     assert sorted(r[17] for r in copies) == sorted(r[17] for r in reports(c1, "x-sell") + reports(c2, "x-buy"))
 
 
+def test_every_report_goes_out_before_its_drop_copy(system: System, clients) -> None:  # type: ignore[no-untyped-def]
+    """In a dispatcher's cycle the order-entry sessions' reports are sent first; with order entry
+    busy the copies follow in batches (``drop_copy_every``). Either way each copy is on the
+    wire after the report it copies: the message log stamps each message as QuickFIX sends it."""
+    c1, _, dc = clients
+    ids = [f"first-{n}" for n in range(8)]
+    for clordid in ids:
+        c1.order(clordid, "1", "1", "1.00", symbol="T5")
+    for clordid in ids:
+        wait_reports(c1, clordid, 1)
+        wait_reports(dc, clordid, 1)
+    log = system.gateway.dir / "state" / "log"
+
+    def sent(session: str, clordid: str) -> bytes | None:
+        path = log / f"FIX.4.4-FIXGW-{session}.messages.current.log"
+        lines = path.read_bytes().splitlines() if path.exists() else []
+        return next((line.split(b" : ")[0] for line in lines
+                     if b"\x0135=8\x01" in line and b"\x0111=%s\x01" % clordid.encode() in line), None)
+
+    def both_logged() -> bool:
+        return all(sent(s, c) is not None for s in ("CLIENT1", "DROPCOPY") for c in ids)
+
+    assert c1.wait(both_logged, 10), "every report and copy in the message log"
+    late = [c for c in ids if sent("DROPCOPY", c) < sent("CLIENT1", c)]  # type: ignore[operator]
+    assert late == [], f"copies sent before their reports: {late}"
+
+
 def test_partial_fills_report_cumulative_and_leaves(clients) -> None:  # type: ignore[no-untyped-def]
     c1, c2, _ = clients
     c1.order("p-sell", "2", "10", "20.00", symbol="T2")

@@ -156,6 +156,18 @@ def test_batch_linger_pauses_only_after_a_small_batch_and_is_bounded(monkeypatch
         load_cell_settings()
 
 
+def test_the_drop_copy_follows_by_ten_milliseconds_unless_told_and_never_by_more_than_a_second() -> None:
+    from pydantic import ValidationError
+
+    from fixgw.config import GatewaySettings
+
+    session = [{"name": "C"}]
+    assert GatewaySettings(session=session).drop_copy_every == 0.010
+    assert GatewaySettings(session=session, drop_copy_every="0ms").drop_copy_every == 0
+    with pytest.raises(ValidationError, match="drop_copy_every 2000ms is longer than 1000ms"):
+        GatewaySettings(session=session, drop_copy_every="2s")
+
+
 def test_cpu_affinity_is_auto_a_list_of_cpus_or_nothing() -> None:
     """``[gateway] cpu_affinity`` (fixgw/affinity.py): "auto" is the first CPU this process may
     use, a list names CPUs, [] (the default) pins nothing; anything else is refused with the
