@@ -139,6 +139,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         self._sent_up_to = dict(last_sent)
         self._sent_marks: dict[SessionKey, list[int]] = {}
         self._delivery_failed: set[str] = set()
+        self._vetoed: dict[str, set[str]] = {}  # inbox ids committed but not sent, by session (``_one_by_one``)
         self._silent_since: dict[str, float] = {}  # sessions held by a connection not logged on
         self.drops = EngineDrops()  # connections told to close from another thread than their own
         self.lockout = lockout or LogonLockout(5, 60.0)  # refused credentials per session
@@ -261,6 +262,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
                 self.metrics.store_failures.labels(key).inc()
                 if delivery is not None:
                     self._delivery_failed.add(text)
+                    self._vetoed.setdefault(text, set()).add(delivery.inbox_id)  # (its inbox entry stays)
                 threading.Thread(target=self._disconnect, args=(sid,), daemon=True).start()
                 raise fix.DoNotSend() from None
 

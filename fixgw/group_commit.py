@@ -66,6 +66,7 @@ class GroupCommit:
     _in_flight: dict[int, tuple[str, SessionMessage]]
     _scratch: threading.local
     _delivery_failed: set[str]
+    _vetoed: dict[str, set[str]]
     metrics: Any  # GatewayMetrics
 
     def _session_of(self, sid: fix.SessionID) -> tuple[str, SessionConfig, SessionKey, SessionStore]:
@@ -158,6 +159,8 @@ class GroupCommit:
             o.again = bool(o.pending)
             return False
         self._sent_marks.pop(o.key, None)
+        if vetoed := self._vetoed.get(o.text):
+            vetoed.difference_update(d.inbox_id for d in o.pending)
         self._last_sent[o.key] = max(self._last_sent.get(o.key, 0), o.pending[-1].seq)
         self.metrics.batch_messages.observe(len(o.pending))
         return True
@@ -174,7 +177,10 @@ class GroupCommit:
         used): ``o``'s deliveries are sent one by one, each stored by ``toApp`` displacing what
         is unsent (``_persist``)."""
         log.warning("%s: group commit not possible (%s); one commit per message", o.key, exc)
-        sent = o.store.delivered_many(o.key, [d.inbox_id for d in o.pending])
+        # In the inbox and not vetoed: sent. A delivery whose toApp vetoed it (not stored, so
+        # not sent) kept the inbox entry of its commit, and the number it was committed under
+        # is unsent: sent now, it takes whatever number QuickFIX gives it, displacing that one.
+        sent = o.store.delivered_many(o.key, [d.inbox_id for d in o.pending]) - self._vetoed.pop(o.text, set())
         o.pending = [d for d in o.pending if d.inbox_id not in sent]
         for d in o.pending:
             d.seq = 0
@@ -198,7 +204,8 @@ class GroupCommit:
                     fix.Session.sendToTarget(from_text("35=0\x01"), o.sid)
         finally:
             self._in_flight.pop(threading.get_ident(), None)
-        self._sent_marks[o.key] = [d.seq for d in o.pending if d.seq]
+        vetoed = self._vetoed.get(o.text, set())  # (their numbers stay marked unsent: displaceable)
+        self._sent_marks[o.key] = [d.seq for d in o.pending if d.seq and d.inbox_id not in vetoed]
         if o.text in self._delivery_failed:
             o.error = StoreError(f"{o.key}: a delivery was not stored; its entry is retried")
 
