@@ -1,6 +1,8 @@
 """Tail latency over minutes: per window (30 s), the percentiles of every request's time to its
 first answer, at a steady rate on `fixgw up`'s default system, and on the same timeline what
-happened in each window that can stall the order path.
+happened in each window that can stall the order path. First, what this machine does at this
+hour: a raw QuickFIX echo's orders/s and p50 (``bench/e2e_bench.py``'s baseline), printed at the
+start and beside the verdict, since hosts of one kind differ by 2–3× from hour to hour.
 
 Two client processes (CLIENT1, CLIENT2; their garbage collectors off, so their own pauses are not
 counted), each sending half the rate: new orders resting far from the market, and for 30 % of
@@ -55,6 +57,7 @@ from bench.loadclient import LoadSession, field, msg_type  # noqa: E402
 from datastore.embedded import free_port  # noqa: E402
 from datastore.settings import read_toml  # noqa: E402
 from fixgw.affinity import ENGINE_THREAD  # noqa: E402
+from fixgw.awake import KeepAwake  # noqa: E402
 from matching.contracts import PlaceOrder, parse_command, parse_event  # noqa: E402
 from matching.keys import PartitionKeys  # noqa: E402
 from sessionstore.keys import GatewayKey  # noqa: E402
@@ -331,6 +334,29 @@ def threads_spent(first: dict[str, Any], samples: list[dict[str, Any]]) -> dict[
     return out
 
 
+def machine_now() -> dict[str, float]:
+    """What this machine does at this hour, as ``bench/e2e_bench.py`` measures it beside fixgw: a
+    raw QuickFIX acceptor echoing each order (``bench/gateway_bench.py --serve-memory``), a burst
+    of 2,000 (orders/s) and 3 s at 100/s (p50). Hosts of one kind differ by 2–3× from hour to
+    hour; a window's figures mean little without it. Idle CPUs spin as under ``fixgw up``."""
+    awake = KeepAwake(os.sched_getaffinity(0)).start() if DEFAULT_SYSTEM.get("embedded", {}).get("keep_cpus_awake") \
+        else None
+    port = free_port()
+    echo = subprocess.Popen([sys.executable, str(ROOT / "bench" / "gateway_bench.py"), "--serve-memory", str(port)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert echo.stdout is not None and echo.stdout.readline().strip() == "ready"
+        out = subprocess.run([sys.executable, str(ROOT / "bench" / "loadclient.py"), str(port), "--orders", "2000",
+                              "--rate", "100", "--seconds", "3"], capture_output=True, text=True, check=True)
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        return {"orders_s": result["throughput"], "p50_ms": result["p50_ms"]}
+    finally:
+        echo.terminate()
+        echo.wait()
+        if awake is not None:
+            awake.stop()
+
+
 def percentile(sorted_ms: list[float], q: float) -> float:
     return sorted_ms[min(len(sorted_ms) - 1, int(len(sorted_ms) * q))] if sorted_ms else float("nan")
 
@@ -375,6 +401,9 @@ def main() -> None:
         client(int(port), name, float(rate), float(seconds), out, float(start_at))
         return
     seconds = args.minutes * 60
+    speed = machine_now()
+    print(f"this machine now: a raw QuickFIX echo did {speed['orders_s']:,.0f} orders/s, p50 "
+          f"{speed['p50_ms']:.2f} ms at 100/s (bench/e2e_bench.py's baseline)", flush=True)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         shutil.copytree(ROOT / "config", tmp / "config")
@@ -611,7 +640,8 @@ def main() -> None:
     print(f"worst window: p99 {max(p99s):.2f} ms, p99.9 {max(p999s):.2f} ms, max {max(maxes):.1f} ms"
           + (f"; goal p99 < {goal[0]:g}, p99.9 < {goal[1]:g}, max < {goal[2]:g} ms: "
              f"{'met' if max(p99s) < goal[0] and max(p999s) < goal[1] and max(maxes) < goal[2] else 'NOT met'}"
-             if goal else ""))
+             if goal else "")
+          + f" (this machine's raw echo: {speed['orders_s']:,.0f} orders/s, p50 {speed['p50_ms']:.2f} ms at 100/s)")
 
 
 if __name__ == "__main__":
