@@ -193,6 +193,11 @@ class GroupCommit:
         message = self._message()
         try:
             for i, d in enumerate(o.pending):
+                if o.text in self._delivery_failed:
+                    # One was vetoed (not stored, not sent): the rest wait with it, so the
+                    # session's reports keep their order when they are given again.
+                    self._vetoed.setdefault(o.text, set()).add(d.inbox_id)
+                    continue
                 # One at a time, so a message QuickFIX does not pass through toApp (a logged-out
                 # session about to reset) can never pair toApp with the wrong delivery.
                 self._in_flight[threading.get_ident()] = (o.text, d)

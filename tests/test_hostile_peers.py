@@ -128,6 +128,22 @@ def test_an_exception_in_to_app_vetoes_that_report_which_arrives_after_the_recon
         assert system.gateway.alive and http_json(system.gateway.http_port)[0] == 200
 
 
+def test_a_vetoed_report_holds_back_the_rest_of_its_batch_which_arrive_after_it_in_order(tmp_path: Path) -> None:
+    """An IOC with nothing to meet: its New and its Canceled reach the dispatcher together, one
+    batch for the session. The New's toApp raises: the Canceled is not sent either (it would
+    reach the client before the New), and after the reconnect both arrive, New first, once."""
+    from tests.system_helpers import summary, system_on_one_server, wait_reports
+
+    with system_on_one_server(tmp_path, gateway_env={"FIXGW_TEST_FAIL_IN_CALLBACK": "toApp"}) as system:
+        c1 = system.client("CLIENT1")
+        c1.order("IOC1", "1", "1", "10.00", symbol="T2", tif="3")
+        assert summary(wait_reports(c1, "IOC1", 2, 30)) == [("8", "0", "0"), ("8", "4", "4")]
+        assert "e2e/fsg/CLIENT1: message not stored, so not sent" in system.gateway.output()
+        c1.order("IOC2", "1", "1", "10.00", symbol="T2", tif="3")
+        assert summary(wait_reports(c1, "IOC2", 2)) == [("8", "0", "0"), ("8", "4", "4")]
+        assert len(wait_reports(c1, "IOC1", 2)) == 2, "each report once"
+
+
 def test_an_exception_in_to_admin_ends_the_process_and_the_standby_serves(tmp_path: Path,
                                                                           valkey: ValkeyProcess) -> None:
     """An admin message cannot be vetoed through the bindings: not stored, it must not be sent,
