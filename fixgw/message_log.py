@@ -9,7 +9,8 @@ now and then for the filesystem (on ext4, for the journal's commit): traced on t
 QuickFIX's session threads and the dispatcher, and every request behind them waited as long
 (docs/decisions/2026-12-05-message-log-off-the-order-path.md). Here those threads only stamp the
 line and append it to a queue (no system call, no lock); the writer thread writes what has
-queued every ``WRITE_EVERY_S``, one write a file.
+queued every ``WRITE_EVERY_S``, one write a file, and sleeps while nothing is queued: the first
+line after a quiet moment wakes it (one ``Event.set``).
 
 What a crash costs: QuickFIX's FileLog had each line in the kernel before the message went on;
 here a process killed outright loses the lines of the last ``WRITE_EVERY_S`` (more while the disk
@@ -90,6 +91,9 @@ class MessageLogWriter:
         self._room = threading.Condition()  # where callers wait while the backlog is over its limit
         self._lock = threading.Lock()  # one drain at a time (the writer's, or a flush's)
         self._stopped = threading.Event()
+        # The writer sleeps while nothing is queued; the first line after that wakes it (``_run``).
+        self._asleep = False
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="message-log", daemon=True)
         self._thread.start()
         _WRITERS.append(self)
@@ -97,6 +101,8 @@ class MessageLogWriter:
     def append(self, files: LogFiles, which: str, text: str) -> None:
         """(QuickFIX's threads.) ``which``: "messages" or "event", or "backup"/"clear"."""
         self._queue.append((files, which, time.time_ns(), text))
+        if self._asleep:
+            self._wake.set()
         if len(self._queue) > BACKLOG_LIMIT:
             log.warning("message log: %d lines waiting for the disk; the sessions wait for it", len(self._queue))
             with self._room:
@@ -113,13 +119,25 @@ class MessageLogWriter:
 
     def close(self) -> None:
         self._stopped.set()
+        self._wake.set()
         self._thread.join(5)
         self.flush()
         if self in _WRITERS:
             _WRITERS.remove(self)
 
     def _run(self) -> None:
-        while not self._stopped.wait(WRITE_EVERY_S):
+        while not self._stopped.is_set():
+            if not self._queue:
+                # Nothing to write: sleep until a line comes, not WRITE_EVERY_S at a time (an idle
+                # gateway's writer woke a hundred times a second). Said before the queue is looked
+                # at again, so a line appended in between either is seen or wakes it.
+                self._asleep = True
+                if not self._queue:
+                    self._wake.wait()
+                self._asleep = False
+                self._wake.clear()
+            if self._stopped.wait(WRITE_EVERY_S):  # (the lines of WRITE_EVERY_S, one write a file)
+                break
             try:
                 self.flush()
             except Exception:  # noqa: BLE001 (a full disk must not end the log for good)

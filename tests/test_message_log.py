@@ -36,6 +36,43 @@ def test_passwords_are_written_as_stars_and_nothing_else_changes() -> None:
     assert redacted(plain) == plain
 
 
+def test_an_idle_writer_sleeps_and_the_next_line_wakes_it(tmp_path: Path) -> None:
+    """Nothing queued, the writer thread waits for a line instead of looking every
+    WRITE_EVERY_S (it woke ~100 times a second on an idle gateway); the next line still reaches
+    its file."""
+    import time
+
+    writer = MessageLogWriter(tmp_path)
+    files = LogFiles(tmp_path, "FIX.4.4-GW-C")
+
+    def written() -> bytes:
+        return files.messages_path.read_bytes()
+
+    def switches() -> int:  # the writer thread's voluntary context switches so far
+        status = Path(f"/proc/self/task/{writer._thread.native_id}/status").read_text()
+        return int(re.search(r"voluntary_ctxt_switches:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
+
+    def wait_for(what: bytes) -> None:
+        deadline = time.monotonic() + 10
+        while what not in written():
+            assert time.monotonic() < deadline, f"{what!r} never reached the file"
+            time.sleep(0.01)
+
+    try:
+        writer.append(files, "messages", "before the quiet")
+        wait_for(b"before the quiet")
+        while not writer._asleep:
+            time.sleep(0.01)
+        before = switches()
+        time.sleep(0.5)  # (50 looks at an empty queue, had it kept looking)
+        assert switches() - before <= 2, "an idle writer does not wake"
+        writer.append(files, "messages", "after the quiet")
+        wait_for(b"after the quiet")
+    finally:
+        writer.close()
+        files.close()
+
+
 def test_backup_and_clear_come_in_order_with_the_lines_around_them(tmp_path: Path) -> None:
     writer = MessageLogWriter(tmp_path)
     files = LogFiles(tmp_path, "FIX.4.4-GW-C")
