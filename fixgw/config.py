@@ -324,7 +324,7 @@ class GatewaySettings(BaseModel):
     # still paid (p50 7.3–7.8 ms with it, 8.1–8.8 without).
     dispatch_linger: Duration = "1ms"  # type: ignore[assignment]
     # While order entry is busy, the drop copy's inbox is read at most this often (its reports
-    # go out in batches; the order-entry reports never wait for them); after a quiet moment a
+    # go out in batches, after the order-entry reports of their cycle); after a quiet moment a
     # copy goes out at once. 0ms: every cycle (fixgw/dispatcher.py).
     drop_copy_every: Duration = "10ms"  # type: ignore[assignment]
     # The CPUs every thread of the gateway runs on (``affinity.pin_threads``): "auto" = the
