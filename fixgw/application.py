@@ -57,6 +57,8 @@ ADMIN_TYPES = frozenset({"0", "1", "2", "3", "4", "5", "A"})  # FIX's session-le
 # Fault tests only (tests/test_hostile_peers.py): each named QuickFIX callback (comma-separated)
 # raises once, inside its guard, the first time it runs after a logon (onCreate: at once).
 FAIL_IN_CALLBACK = frozenset(filter(None, os.environ.get("FIXGW_TEST_FAIL_IN_CALLBACK", "").split(",")))
+# Fault tests only (tests/test_gateway.py): onLogout starts this late, as when other threads hold the GIL.
+LOGOUT_DELAY_S = float(os.environ.get("FIXGW_TEST_LOGOUT_DELAY_S") or 0)
 
 
 # What QuickFIX understands when a callback raises it (DoNotSend, RejectLogon, the
@@ -209,6 +211,8 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
                 self._unexpected("onLogon", sid, exc)
 
     def onLogout(self, sid: fix.SessionID) -> None:  # noqa: N802
+        if LOGOUT_DELAY_S:
+            time.sleep(LOGOUT_DELAY_S)
         engine_threads.let_go()
         with self.watch.running("onLogout", self._name(sid)):
             try:

@@ -13,6 +13,9 @@ Rules of this file:
   included), ``max_message_size`` for every message in either phase, checked on its BodyLength
   before a byte of it is buffered (``InboundCheck``). A connection over a limit is closed and
   the reason logged and counted; nothing else changes.
+- Its sockets, both sides, are numbered above QuickFIX's (``fixgw/descriptors.py``): a client
+  reconnecting as QuickFIX closes its old connection must not take the number QuickFIX's old
+  thread polls once more.
 - TLS (``[gateway.tls]``) ends here, with Python's ``ssl``: only the configured CA is trusted
   (no default verify paths, so ``SSL_CERT_FILE``/``SSL_CERT_DIR`` and OpenSSL's directory are
   never read), TLS 1.2+ with ECDHE and AEAD ciphers only.
@@ -33,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .descriptors import lifted_listener, lifted_stream_socket
 from .inputs import split_fields
 
 log = logging.getLogger("fixgw.front")
@@ -208,7 +212,7 @@ class Front:
 
     async def _listen(self) -> None:
         self._server = await asyncio.start_server(
-            self._serve, self.host, self.port, ssl=self.tls, reuse_address=True, limit=CHUNK,
+            self._serve, sock=lifted_listener(self.host, self.port), ssl=self.tls, limit=CHUNK,
             ssl_handshake_timeout=self.limits.logon_timeout_s if self.tls is not None else None)
 
     def stop_listening(self) -> None:
@@ -305,8 +309,16 @@ class Front:
                 return problem is None
 
             await self._engine_let_go(gate.name)
-            engine_transport, engine_side = await asyncio.get_running_loop().create_connection(
-                lambda: Relay(ended, engine_answers), "127.0.0.1", self.engine_port)
+            loop = asyncio.get_running_loop()
+            engine_sock = lifted_stream_socket()
+            engine_sock.setblocking(False)
+            try:
+                await loop.sock_connect(engine_sock, ("127.0.0.1", self.engine_port))
+            except BaseException:
+                engine_sock.close()
+                raise
+            engine_transport, engine_side = await loop.create_connection(
+                lambda: Relay(ended, engine_answers), sock=engine_sock)
             engine = engine_transport
             # From here the client's connection relays from asyncio's read callback (``Relay``):
             # what the logon phase's reader holds beyond the Logon goes first.

@@ -50,6 +50,7 @@ from .application import GatewayApplication
 from .config import GatewaySettings, MatchingLink, SessionConfig
 from .context import Behaviour, GatewayContext, die
 from .credentials import LogonLockout
+from .descriptors import lift
 from .engine_port import confine_to_loopback
 from .filestore import claim_directory, complete_header, fresh_directory, write_session
 from .front import Front, FrontLimits, SessionGate, tls_context
@@ -174,7 +175,7 @@ class Gateway:
                              holder=lambda: next(iter(self.locks.values())).token)
         try:
             self.http = CellHttp(self.settings.http_port, self.metrics.registry, lambda: self.ready,
-                                 problems=self.problems, admin=admin.handle).start()
+                                 problems=self.problems, admin=admin.handle, accepted=lift).start()
         except OSError as exc:  # (a port another process listens on: its reason, not a traceback)
             raise ConfigError(f"http_port {self.settings.http_port}: cannot listen there ({exc.strerror or exc})") from None
         return self.http.port

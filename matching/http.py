@@ -4,6 +4,7 @@ problems listed), /reconcile?pairId=."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,16 +16,27 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 MAX_ADMIN_BODY = 65536
 
 
+class _Server(ThreadingHTTPServer):
+    accepted: Callable[[socket.socket], socket.socket] | None = None
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        conn, address = super().get_request()
+        return (conn if self.accepted is None else self.accepted(conn)), address
+
+
 class CellHttp:
     """Serves one process's endpoints on a daemon thread. Port 0 picks a free port."""
 
     def __init__(self, port: int, registry: CollectorRegistry, ready: Callable[[], bool],
                  reconcile: Callable[[int], dict[str, Any]] | None = None, host: str = "127.0.0.1",
                  problems: Callable[[], list[str]] | None = None,
-                 admin: Callable[[str, str, str | None, bytes], tuple[int, dict[str, Any]]] | None = None) -> None:
+                 admin: Callable[[str, str, str | None, bytes], tuple[int, dict[str, Any]]] | None = None,
+                 accepted: Callable[[socket.socket], socket.socket] | None = None) -> None:
         """``problems``: why the process is not ready, if it can say (then it decides /ready, and
         /ready's body lists them for the operator). ``admin``: what answers ``/admin/…`` (method,
-        path, the Authorization header, the body) with a status and a JSON object."""
+        path, the Authorization header, the body) with a status and a JSON object. ``accepted``:
+        what each accepted connection's socket is made before it is served (the gateway moves
+        its number out of QuickFIX's way: ``fixgw/descriptors.py``)."""
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -84,7 +96,8 @@ class CellHttp:
                     self._send(404, json.dumps({"error": "not found"}).encode())
 
         self.reconcile = reconcile
-        self.server = ThreadingHTTPServer((host, port), Handler)
+        self.server = _Server((host, port), Handler)
+        self.server.accepted = accepted
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, name="cell-http", daemon=True)

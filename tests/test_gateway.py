@@ -132,6 +132,28 @@ def logged_on_by_hand(port: int, next_seq: int, within_s: float = 15.0) -> RawFi
         time.sleep(0.2)
 
 
+def test_a_client_that_logs_on_again_as_its_logout_is_answered_is_answered(tmp_path: Path, valkey: ValkeyProcess) -> None:
+    """QuickFIX's thread of a connection it has closed polls the closed descriptor's number once
+    more after ``onLogout`` (held back here 0.3 s, as other threads holding the GIL can hold it).
+    The client's new connection, accepted meanwhile, must not take that number: the old thread
+    would keep the session registered to it, and the new Logon would go unanswered."""
+    port = free_port()
+    gw = GatewayProc(tmp_path, valkey.url, fix_port=port, env={"FIXGW_TEST_LOGOUT_DELAY_S": "0.3"}).start().wait_active()
+    try:
+        next_seq = 1
+        for _ in range(3):
+            raw = logged_on_by_hand(port, next_seq)
+            raw.send("35=5")
+            answers = []
+            while (msg := raw.read()) is not None:  # the Logout's answer, then the gateway closes
+                answers.append(dict(fields(msg))["35"])
+            raw.close()
+            assert answers == ["5"], answers
+            next_seq = raw.seq
+    finally:
+        gw.stop()
+
+
 def resend_one(port: int, next_seq: int, seq: int) -> tuple[bytes, int]:
     """Log on by hand at ``next_seq`` (the number the gateway expects) and ask for ``seq`` alone;
     the resent message, and the number to log on with next time (the session's inbound numbers
