@@ -54,7 +54,10 @@ _floor: int | None = None
 def lift(sock: socket.socket) -> socket.socket:
     """``sock`` as a socket numbered from ``floor()`` up (the same connection; ``sock`` is closed)."""
     moved = fcntl.fcntl(sock.fileno(), fcntl.F_DUPFD_CLOEXEC, floor())
-    lifted = socket.socket(sock.family, sock.type, sock.proto, fileno=moved)
+    # family, type and protocol read from the descriptor: asyncio sets TCP_NODELAY only on a
+    # socket whose protocol says TCP, and a socket made without one (``socket.socket(AF_INET,
+    # SOCK_STREAM)``, or accepted from one) says 0
+    lifted = socket.socket(fileno=moved)
     lifted.settimeout(sock.gettimeout())
     sock.close()
     return lifted

@@ -4,11 +4,13 @@ a client that does not read holds the engine back instead of the front buffering
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import threading
 import time
 
+from fixgw.descriptors import floor
 from fixgw.front import Front, FrontLimits, SessionGate, without_field
 
 from .gateway_helpers import listening_port_below_ephemeral
@@ -137,5 +139,47 @@ def test_a_logon_waits_until_the_engine_has_let_go_of_the_sessions_previous_conn
             letting_go.clear()
             assert engine.accepted.wait(5), "not passed on once the engine let go"
             assert engine.until_received(len(logon)) == logon
+    finally:
+        front.stop()
+
+
+def front_sockets(front_port: int, engine_port: int) -> dict[str, tuple[int, int]]:
+    """This process's connected sockets of the front: the client's side (its own port) and the
+    engine's (to the engine's port), each as (descriptor number, TCP_NODELAY)."""
+    found: dict[str, tuple[int, int]] = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                continue
+            probe = socket.socket(fileno=os.dup(int(name)))
+        except OSError:
+            continue
+        with probe:
+            try:
+                local, peer = probe.getsockname(), probe.getpeername()
+                nodelay = probe.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            except OSError:
+                continue
+            if local[1] == front_port:
+                found["client side"] = (int(name), nodelay)
+            elif peer[1] == engine_port:
+                found["engine side"] = (int(name), nodelay)
+    return found
+
+
+def test_the_fronts_sockets_are_numbered_above_quickfixs_and_send_at_once() -> None:
+    """Both sides of a relayed connection: numbered from ``descriptors.floor()`` up (a QuickFIX
+    thread may poll a lower number it has just closed), and with Nagle's delay off."""
+    engine = Engine()
+    front = started_front(engine)
+    try:
+        with socket.create_connection(("127.0.0.1", front.port)) as client:
+            client.sendall(message("A", "98=0\x01108=30\x01"))
+            assert engine.accepted.wait(5)
+            sockets = front_sockets(front.port, engine.port)
+            assert set(sockets) == {"client side", "engine side"}, sockets
+            for side, (number, nodelay) in sockets.items():
+                assert number >= floor(), (side, number)
+                assert nodelay, f"{side}: TCP_NODELAY off"
     finally:
         front.stop()
