@@ -72,15 +72,28 @@ class LiftedListener(socket.socket):
         return lift(conn), address
 
 
-def lifted_listener(host: str, port: int, backlog: int = 128) -> LiftedListener:
-    """A TCP socket listening on ``host:port`` (address reused, as asyncio's servers do), itself
-    and its connections numbered from ``floor()`` up."""
-    family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
-    plain = socket.create_server((host, port), family=family, backlog=backlog)
-    moved = fcntl.fcntl(plain.fileno(), fcntl.F_DUPFD_CLOEXEC, floor())
-    listener = LiftedListener(plain.family, plain.type, plain.proto, fileno=moved)
-    plain.close()
-    return listener
+def lifted_listeners(host: str, port: int, backlog: int = 100) -> list[LiftedListener]:
+    """TCP sockets listening on ``host:port`` as asyncio's ``start_server`` binds them — one for
+    each address the host resolves to, every interface for ``""``, IPv6 ones IPv6 only, the
+    address reused — themselves and their connections numbered from ``floor()`` up."""
+    listeners: list[LiftedListener] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(socket.getaddrinfo(
+                host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)):
+            plain = socket.socket(family, kind, proto)
+            with plain:
+                plain.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    plain.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                plain.bind(address)
+                plain.listen(backlog)
+                moved = fcntl.fcntl(plain.fileno(), fcntl.F_DUPFD_CLOEXEC, floor())
+            listeners.append(LiftedListener(fileno=moved))
+    except BaseException:
+        for listener in listeners:
+            listener.close()
+        raise
+    return listeners
 
 
 def lifted_stream_socket(family: int = socket.AF_INET) -> socket.socket:

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .descriptors import lifted_listener, lifted_stream_socket
+from .descriptors import lifted_listeners, lifted_stream_socket
 from .inputs import split_fields
 
 log = logging.getLogger("fixgw.front")
@@ -202,7 +202,7 @@ class Front:
         self._pending_by_address: dict[str, int] = {}
         self.peers: dict[str, str] = {}  # session name → the address of the connection it is on
         self._loop = asyncio.new_event_loop()
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
         self._thread = threading.Thread(target=self._loop.run_forever, name="fix-front", daemon=True)
 
     def start(self) -> Front:
@@ -211,15 +211,16 @@ class Front:
         return self
 
     async def _listen(self) -> None:
-        self._server = await asyncio.start_server(
-            self._serve, sock=lifted_listener(self.host, self.port), ssl=self.tls, limit=CHUNK,
-            ssl_handshake_timeout=self.limits.logon_timeout_s if self.tls is not None else None)
+        for listener in lifted_listeners(self.host, self.port):
+            self._servers.append(await asyncio.start_server(
+                self._serve, sock=listener, ssl=self.tls, limit=CHUNK,
+                ssl_handshake_timeout=self.limits.logon_timeout_s if self.tls is not None else None))
 
     def stop_listening(self) -> None:
         """No new connections; those that are open go on (the engine's Logouts pass through)."""
         async def close() -> None:
-            if self._server is not None:
-                self._server.close()
+            for server in self._servers:
+                server.close()
         try:
             asyncio.run_coroutine_threadsafe(close(), self._loop).result(5)
         except Exception:  # noqa: BLE001 (stopping)
@@ -227,8 +228,8 @@ class Front:
 
     def stop(self) -> None:
         async def close() -> None:
-            if self._server is not None:
-                self._server.close()
+            for server in self._servers:
+                server.close()
             for task in asyncio.all_tasks():
                 if task is not asyncio.current_task():
                     task.cancel()

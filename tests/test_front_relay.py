@@ -174,8 +174,9 @@ def test_the_fronts_sockets_are_numbered_above_quickfixs_and_send_at_once() -> N
     front = started_front(engine)
     try:
         with socket.create_connection(("127.0.0.1", front.port)) as client:
-            client.sendall(message("A", "98=0\x01108=30\x01"))
-            assert engine.accepted.wait(5)
+            logon = message("A", "98=0\x01108=30\x01")
+            client.sendall(logon)
+            assert engine.until_received(len(logon)) == logon  # relayed: both sides set up
             sockets = front_sockets(front.port, engine.port)
             assert set(sockets) == {"client side", "engine side"}, sockets
             for side, (number, nodelay) in sockets.items():
