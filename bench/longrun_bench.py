@@ -18,12 +18,19 @@ needed to afford them). Beside each window, from a sample a second:
 - lease renewals (the gateway's dispatcher locks, the cells' conductor and outbox leases);
 - the CPU each part of the system spent per request (gateway, Valkey, the cells; from ``/proc``);
 - the collector's passes in the gateway and the cells, their pauses (together and each part's) and how many took
-  5 ms or more (``python_gc_pause_seconds_total``, ``python_gc_long_pauses_total``).
+  5 ms or more (``python_gc_pause_seconds_total``, ``python_gc_long_pauses_total``);
+- the machine's speed on each CPU: the CPU time of a fixed unit of Python work, run once a second
+  at the idle priority, against the first window's. A virtual machine's CPUs change speed under
+  it (on this project's 2-core VM, idle, the unit took 1.2 or 2.2 ms, switching every few tens of
+  seconds): a window whose requests cost more CPU on a slower machine has not found a cause in
+  the system.
 
     .venv/bin/python bench/longrun_bench.py [--rate 400] [--minutes 10] [--window 30]
         [--rewrite-every SECONDS]   force an AOF rewrite this often: what one costs the order path
         [--memory]                  at the end, Valkey's memory by kind of key, per request
         [--nice N]                  the system at nice N, not config/fixgw.toml's [embedded] nice
+        [--prefill ORDERS]          first rest this many orders (and deliver their reports): the rate's
+                                    cost on a system that holds a large book, not only on a new one
 
 Goal (docs/benchmarks.md): every window p99 < 5 ms, p99.9 < 20 ms, max < 100 ms at 400/s; the
 limits doubled at 1,000/s.
@@ -42,6 +49,7 @@ import random
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -259,6 +267,40 @@ def hiccups(cpu: int, seconds: float, out: str) -> None:
     Path(out).write_text(json.dumps(found))
 
 
+SPEED_EVERY_S = 1.0  # how often the speed meter runs its unit of work
+
+
+def reference_unit() -> None:
+    """A fixed piece of interpreter work of the kind the system's Python does (dict lookups,
+    string building, small objects): about 2 ms on this project's 2-core VM."""
+    table = {f"key-{i}": i for i in range(2000)}
+    total = 0
+    for n in range(5):
+        for i in range(0, 2000, 3):
+            total += table[f"key-{i}"] + len(f"{n}:{i}")
+    if total < 0:
+        raise AssertionError  # (keeps the loop's result alive)
+
+
+def speed_meter(cpu: int, seconds: float, out: str) -> None:
+    """The machine's speed on one CPU over the run: every ``SPEED_EVERY_S`` the CPU time one
+    ``reference_unit`` takes, at the idle priority (it runs only when nothing of the system
+    wants that CPU, so it never delays a request). The host's speed drifts by ±20 % from
+    minute to minute; a part of the system whose CPU a request rises with it has not changed."""
+    gc.disable()
+    os.sched_setaffinity(0, {cpu})
+    with contextlib.suppress(PermissionError, OSError, AttributeError):
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    found: list[tuple[float, float]] = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        t0 = time.thread_time()
+        reference_unit()
+        found.append((time.time(), (time.thread_time() - t0) * 1e6))
+        time.sleep(SPEED_EVERY_S)
+    Path(out).write_text(json.dumps(found))
+
+
 def stalled_s() -> dict[str, float]:
     """Seconds so far in which some task of this machine waited for I/O or for memory (the
     kernel's pressure stall information; empty where the kernel keeps none)."""
@@ -389,12 +431,20 @@ def main() -> None:
                     help="also force an AOF rewrite (BGREWRITEAOF) every this many seconds: how much one stalls the order path")
     ap.add_argument("--memory", action="store_true", help="at the end, Valkey's memory by kind of key")
     ap.add_argument("--nice", type=int, help="run the system at this nice value instead of [embedded] nice")
+    ap.add_argument("--prefill", type=int, default=0, metavar="ORDERS",
+                    help="first rest this many orders in the book, as fast as the system takes them: the same "
+                         "rate's cost on a system that already holds them, not only on a new one")
     ap.add_argument("--client", nargs=6, help=argparse.SUPPRESS)
     ap.add_argument("--hiccups", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--speed", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.hiccups:
         cpu, seconds_text, out = args.hiccups
         hiccups(int(cpu), float(seconds_text), out)
+        return
+    if args.speed:
+        cpu, seconds_text, out = args.speed
+        speed_meter(int(cpu), float(seconds_text), out)
         return
     if args.client:
         port, name, rate, seconds, out, start_at = args.client
@@ -437,6 +487,20 @@ def main() -> None:
             valkey.config_set("slowlog-log-slower-than", 5000)  # and which commands they were (µs)
             valkey.config_set("slowlog-max-len", 1000)
             valkey.slowlog_reset()
+            if args.prefill:
+                filled = subprocess.run([sys.executable, str(ROOT / "bench" / "loadclient.py"), str(fport), "--orders",
+                                         str(args.prefill), "--rate", "100", "--seconds", "0.05"], env=env,
+                                        capture_output=True, text=True)
+                if filled.returncode:
+                    raise SystemExit(f"prefill failed: {filled.stderr[-500:]}")
+                # The burst's drop copies are worked off before the measured load starts: they
+                # are the burst's cost, not the steady rate's.
+                inboxes = [GatewayKey("fixgw", kind).inbox_stream for kind in ("fsg", "dc")]
+                while any(g.get("lag") or g.get("pending") for inbox in inboxes for g in valkey.xinfo_groups(inbox)):
+                    time.sleep(0.5)
+                print(f"prefilled {args.prefill:,} resting orders at "
+                      f"{json.loads(filled.stdout)['throughput']:,.0f} orders/s, their reports all delivered; "
+                      f"Valkey {valkey.info('memory')['used_memory'] / 2**20:.0f} MB", flush=True)
             print(f"fixgw up (default config), {args.rate:.0f} requests/s (30 % cancels) for {args.minutes:g} min, "
                   f"windows of {args.window:g} s", flush=True)
             start_at = time.time() + LOAD_STARTS_AFTER_S
@@ -446,6 +510,8 @@ def main() -> None:
                        for name in ("CLIENT1", "CLIENT2")]
             meters = [subprocess.Popen([sys.executable, __file__, "--hiccups", str(cpu), str(seconds + 5 + LOAD_STARTS_AFTER_S),
                                         str(tmp / f"hiccups-{cpu}.json")], env=env) for cpu in sorted(os.sched_getaffinity(0))]
+            meters += [subprocess.Popen([sys.executable, __file__, "--speed", str(cpu), str(seconds + LOAD_STARTS_AFTER_S),
+                                         str(tmp / f"speed-{cpu}.json")], env=env) for cpu in sorted(os.sched_getaffinity(0))]
             started = time.time()
             timeline: list[tuple[float, dict[str, float], dict[str, Any]]] = []
             next_rewrite = started + args.rewrite_every if args.rewrite_every else float("inf")
@@ -480,6 +546,7 @@ def main() -> None:
                 meter.wait(30)
             machine = sorted((at, ms, cpu) for cpu in sorted(os.sched_getaffinity(0))
                              for at, ms in json.loads((tmp / f"hiccups-{cpu}.json").read_text()))
+            speeds = {cpu: json.loads((tmp / f"speed-{cpu}.json").read_text()) for cpu in sorted(os.sched_getaffinity(0))}
             stalls = valkey.execute_command("LATENCY", "LATEST")
             stall_history = {event.decode() if isinstance(event, bytes) else event:
                              valkey.execute_command("LATENCY", "HISTORY", event) for event, *_ in stalls}
@@ -511,6 +578,7 @@ def main() -> None:
           "GC collections (gateway+cells: their pauses together and each part's, how many of 5 ms or more), "
           "retention passes, lease renewals")
     p99s, p999s, maxes = [], [], []
+    first_unit: dict[int, float] = {}  # the speed meters' unit in the first window
     by_thread: list[tuple[float, int, dict[str, float]]] = []  # each window's start, requests, CPU s by thread
     commands_w: list[tuple[float, int, dict[str, Any], dict[str, Any]]] = []  # … Valkey's commandstats at its ends
     for w in range(windows):
@@ -551,6 +619,9 @@ def main() -> None:
                                   for event, hist in sorted(stall_history.items())
                                   if any(lo <= at < hi for at, _ in hist))
         bumps = [late for t, late, _ in machine if lo <= t < hi]
+        unit = {cpu: statistics.median(us for t, us in runs if lo <= t < hi) if any(lo <= t < hi for t, _ in runs)
+                else float("nan") for cpu, runs in speeds.items()}
+        first_unit = first_unit or unit
         if len(in_w) > 1:
             commands_w.append((w * args.window, len(lat), in_w[0][1]["commands"], in_w[-1][1]["commands"]))
             by_thread.append((w * args.window, len(lat), threads_spent(in_w[0][1], [i for _, i in in_w[1:]])))
@@ -568,6 +639,8 @@ def main() -> None:
               + ", ".join(f"{part} {ms:.0f}" for part, ms in waits.items()) + f"; steal {steal:.1f} %"
               + (f"; Valkey's own stalls: {valkey_stalls}" if valkey_stalls else "")
               + (f"; the machine's hiccups: {len(bumps)}, max {max(bumps):.0f} ms" if bumps else "")
+              + "; the machine's speed (a fixed unit of Python, µs, and against the first window): "
+              + ", ".join(f"CPU {cpu} {us:.0f} (×{us / first_unit[cpu]:.2f})" for cpu, us in unit.items())
               + f"; its max sent at +{max_at - origin:.1f} s ({datetime.datetime.fromtimestamp(max_at, datetime.UTC):%H:%M:%S.%f})",
               flush=True)
     print("the slowest requests, and what the second around each held (GC pauses, waits for a CPU in ms, steal, "
