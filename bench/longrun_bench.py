@@ -64,7 +64,7 @@ sys.path.insert(0, str(ROOT))
 from bench.loadclient import LoadSession, field, msg_type  # noqa: E402
 from datastore.embedded import free_port  # noqa: E402
 from datastore.settings import read_toml  # noqa: E402
-from fixgw.affinity import ENGINE_THREAD  # noqa: E402
+from fixgw.affinity import ENGINE_THREAD, cpus_for, datastore_cpus  # noqa: E402
 from fixgw.awake import KeepAwake  # noqa: E402
 from matching.contracts import PlaceOrder, parse_command, parse_event  # noqa: E402
 from matching.keys import PartitionKeys  # noqa: E402
@@ -99,6 +99,8 @@ def client(port: int, name: str, rate: float, seconds: float, out: str, start_at
     gc.disable()
     with contextlib.suppress(PermissionError):  # the peer no further behind than the system it talks to
         os.setpriority(os.PRIO_PROCESS, 0, int(os.environ.get("LONGRUN_NICE", SYSTEM_NICE)))
+    if cpus := os.environ.get("LONGRUN_CLIENT_CPUS"):
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
     session = LoadSession(port, name)
     session.send(b"A", b"98=0\x01108=30\x01141=Y\x01")
     deadline = time.perf_counter() + 10
@@ -268,6 +270,7 @@ def hiccups(cpu: int, seconds: float, out: str) -> None:
 
 
 SPEED_EVERY_S = 1.0  # how often the speed meter runs its unit of work
+FAST_MACHINE = 1.25  # a window's unit within this of the run's least: the machine at its fast speed
 
 
 def reference_unit() -> None:
@@ -299,6 +302,13 @@ def speed_meter(cpu: int, seconds: float, out: str) -> None:
         found.append((time.time(), (time.thread_time() - t0) * 1e6))
         time.sleep(SPEED_EVERY_S)
     Path(out).write_text(json.dumps(found))
+
+
+def retention_note(s0: dict[str, float], s1: dict[str, float]) -> str:
+    """A retention pass between two samples of the gateway's metrics, and what it removed."""
+    passes = s1.get("fixgw_retention_passes_total", 0.0) - s0.get("fixgw_retention_passes_total", 0.0)
+    removed = s1.get("fixgw_retention_removed_total", 0.0) - s0.get("fixgw_retention_removed_total", 0.0)
+    return f"; a retention pass ({removed:.0f} records removed)" if passes else ""
 
 
 def stalled_s() -> dict[str, float]:
@@ -431,6 +441,9 @@ def main() -> None:
                     help="also force an AOF rewrite (BGREWRITEAOF) every this many seconds: how much one stalls the order path")
     ap.add_argument("--memory", action="store_true", help="at the end, Valkey's memory by kind of key")
     ap.add_argument("--nice", type=int, help="run the system at this nice value instead of [embedded] nice")
+    ap.add_argument("--clients-apart", action="store_true",
+                    help="the load generators on the CPUs the gateway does not use (as remote clients would "
+                         "take none of its CPU), not on any")
     ap.add_argument("--prefill", type=int, default=0, metavar="ORDERS",
                     help="first rest this many orders in the book, as fast as the system takes them: the same "
                          "rate's cost on a system that already holds them, not only on a new one")
@@ -465,6 +478,8 @@ def main() -> None:
         config.write_text(text)
         env = {**os.environ, "PYTHONPATH": str(ROOT),
                "LONGRUN_NICE": str(SYSTEM_NICE if args.nice is None else args.nice)}  # (the load generators')
+        if args.clients_apart and (apart := datastore_cpus(cpus_for("auto"))):
+            env["LONGRUN_CLIENT_CPUS"] = ",".join(map(str, sorted(apart)))
         log = tmp / "up.log"
         up = subprocess.Popen([sys.executable, "-m", "fixgw.cli", "up", "--config", "config/fixgw.toml",
                                "--fix-port", str(fport), "--http-port", str(hport)], cwd=tmp, stdout=open(log, "wb"),
@@ -579,6 +594,7 @@ def main() -> None:
           "retention passes, lease renewals")
     p99s, p999s, maxes = [], [], []
     first_unit: dict[int, float] = {}  # the speed meters' unit in the first window
+    gateway_units: list[float] = []  # each window's unit on the gateway's CPU (the first: cpu_affinity "auto")
     by_thread: list[tuple[float, int, dict[str, float]]] = []  # each window's start, requests, CPU s by thread
     commands_w: list[tuple[float, int, dict[str, Any], dict[str, Any]]] = []  # … Valkey's commandstats at its ends
     for w in range(windows):
@@ -630,6 +646,7 @@ def main() -> None:
         p99s.append(p99)
         p999s.append(p999)
         maxes.append(mx)
+        gateway_units.append(unit.get(min(unit), float("nan")) if unit else float("nan"))
         print(f"{w * args.window:>6.0f} s {len(lat):>8} {percentile(lat, 0.5):>7.2f} {p99:>7.2f} {p999:>8.2f} "
               f"{mx:>7.1f}  {rewrites:.0f}{f' (fork {fork_ms:.1f} ms, {took} s)' if rewrites else ''}, {fsyncs:.0f}, "
               f"{misses:.0f}, {gcs:.0f} ({gc_ms:.0f} ms: gateway {gc_parts['gateway']:.0f}, "
@@ -659,7 +676,8 @@ def main() -> None:
               f"cells {gc_of['cells']:.0f}; waits " + ", ".join(f"{p} {w:.0f}" for p, w in waited.items())
               + f"; steal {1000 * ((i1.get('steal') or 0.0) - (i0.get('steal') or 0.0)):.0f} ms"
               + "".join(f"; some task waiting for {kind} {1000 * (i1[f'stall_{kind}'] - i0[f'stall_{kind}']):.0f} ms"
-                        for kind in ("io", "memory") if f"stall_{kind}" in i0 and f"stall_{kind}" in i1))
+                        for kind in ("io", "memory") if f"stall_{kind}" in i0 and f"stall_{kind}" in i1)
+              + retention_note(s0, s1))
         held = [f"{late:.0f} ms on CPU {cpu}" for t, late, cpu in machine if at - 1.0 <= t <= at + ms / 1000 + 0.1]
         if held:
             print("      the machine's own hiccups around it (the meter's wake-ups late): " + ", ".join(held))
@@ -710,6 +728,15 @@ def main() -> None:
             f"{name} ×{len(ms)} (max {max(ms):.1f} ms)" for name, ms in sorted(slow.items(), key=lambda kv: -len(kv[1]))))
     print(f"answered {len(done)}, unanswered {unanswered}; group commit fell back to one by one "
           f"{len(misses_log)} times (gateway log)")
+    fastest = min((u for u in gateway_units if u == u), default=float("nan"))
+    fast = [w for w, u in enumerate(gateway_units) if u <= FAST_MACHINE * fastest]
+    if fast and len(fast) < len(gateway_units):
+        print(f"windows with the gateway's CPU at its fastest (the speed meter's unit within "
+              f"{100 * (FAST_MACHINE - 1):.0f} % of the run's least, {fastest:.0f} µs): {len(fast)} of {len(gateway_units)}; "
+              f"their worst p99 {max(p99s[w] for w in fast):.2f} ms, p99.9 {max(p999s[w] for w in fast):.2f} ms, "
+              f"max {max(maxes[w] for w in fast):.1f} ms; the others' {max(p99s[w] for w in range(len(p99s)) if w not in fast):.2f}"
+              f" / {max(p999s[w] for w in range(len(p999s)) if w not in fast):.2f}"
+              f" / {max(maxes[w] for w in range(len(maxes)) if w not in fast):.1f} ms")
     print(f"worst window: p99 {max(p99s):.2f} ms, p99.9 {max(p999s):.2f} ms, max {max(maxes):.1f} ms"
           + (f"; goal p99 < {goal[0]:g}, p99.9 < {goal[1]:g}, max < {goal[2]:g} ms: "
              f"{'met' if max(p99s) < goal[0] and max(p999s) < goal[1] and max(maxes) < goal[2] else 'NOT met'}"
