@@ -64,7 +64,7 @@ sys.path.insert(0, str(ROOT))
 from bench.loadclient import LoadSession, field, msg_type  # noqa: E402
 from datastore.embedded import free_port  # noqa: E402
 from datastore.settings import read_toml  # noqa: E402
-from fixgw.affinity import ENGINE_THREAD, cpus_for, datastore_cpus  # noqa: E402
+from fixgw.affinity import ENGINE_THREAD  # noqa: E402
 from fixgw.awake import KeepAwake  # noqa: E402
 from matching.contracts import PlaceOrder, parse_command, parse_event  # noqa: E402
 from matching.keys import PartitionKeys  # noqa: E402
@@ -99,8 +99,6 @@ def client(port: int, name: str, rate: float, seconds: float, out: str, start_at
     gc.disable()
     with contextlib.suppress(PermissionError):  # the peer no further behind than the system it talks to
         os.setpriority(os.PRIO_PROCESS, 0, int(os.environ.get("LONGRUN_NICE", SYSTEM_NICE)))
-    if cpus := os.environ.get("LONGRUN_CLIENT_CPUS"):
-        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
     session = LoadSession(port, name)
     session.send(b"A", b"98=0\x01108=30\x01141=Y\x01")
     deadline = time.perf_counter() + 10
@@ -441,9 +439,6 @@ def main() -> None:
                     help="also force an AOF rewrite (BGREWRITEAOF) every this many seconds: how much one stalls the order path")
     ap.add_argument("--memory", action="store_true", help="at the end, Valkey's memory by kind of key")
     ap.add_argument("--nice", type=int, help="run the system at this nice value instead of [embedded] nice")
-    ap.add_argument("--clients-apart", action="store_true",
-                    help="the load generators on the CPUs the gateway does not use (as remote clients would "
-                         "take none of its CPU), not on any")
     ap.add_argument("--prefill", type=int, default=0, metavar="ORDERS",
                     help="first rest this many orders in the book, as fast as the system takes them: the same "
                          "rate's cost on a system that already holds them, not only on a new one")
@@ -478,8 +473,6 @@ def main() -> None:
         config.write_text(text)
         env = {**os.environ, "PYTHONPATH": str(ROOT),
                "LONGRUN_NICE": str(SYSTEM_NICE if args.nice is None else args.nice)}  # (the load generators')
-        if args.clients_apart and (apart := datastore_cpus(cpus_for("auto"))):
-            env["LONGRUN_CLIENT_CPUS"] = ",".join(map(str, sorted(apart)))
         log = tmp / "up.log"
         up = subprocess.Popen([sys.executable, "-m", "fixgw.cli", "up", "--config", "config/fixgw.toml",
                                "--fix-port", str(fport), "--http-port", str(hport)], cwd=tmp, stdout=open(log, "wb"),
