@@ -273,7 +273,7 @@ FAST_MACHINE = 1.25  # a window's unit within this of the run's least: the machi
 
 def reference_unit() -> None:
     """A fixed piece of interpreter work of the kind the system's Python does (dict lookups,
-    string building, small objects): about 2 ms on this project's 2-core VM."""
+    string building, small objects): 1.2–2.2 ms on this project's 2-core VM, by the host's speed."""
     table = {f"key-{i}": i for i in range(2000)}
     total = 0
     for n in range(5):
@@ -286,8 +286,8 @@ def reference_unit() -> None:
 def speed_meter(cpu: int, seconds: float, out: str) -> None:
     """The machine's speed on one CPU over the run: every ``SPEED_EVERY_S`` the CPU time one
     ``reference_unit`` takes, at the idle priority (it runs only when nothing of the system
-    wants that CPU, so it never delays a request). The host's speed drifts by ±20 % from
-    minute to minute; a part of the system whose CPU a request rises with it has not changed."""
+    wants that CPU, so it never delays a request). The host's speed can change by 1.8× within a
+    minute; a part of the system whose CPU a request rises with it has not changed."""
     gc.disable()
     os.sched_setaffinity(0, {cpu})
     with contextlib.suppress(PermissionError, OSError, AttributeError):
@@ -503,7 +503,7 @@ def main() -> None:
                     raise SystemExit(f"prefill failed: {filled.stderr[-500:]}")
                 # The burst's drop copies are worked off before the measured load starts: they
                 # are the burst's cost, not the steady rate's.
-                inboxes = [GatewayKey("fixgw", kind).inbox_stream for kind in ("fsg", "dc")]
+                inboxes = [GatewayKey(NAMESPACE, kind).inbox_stream for kind in ("fsg", "dc")]
                 while any(g.get("lag") or g.get("pending") for inbox in inboxes for g in valkey.xinfo_groups(inbox)):
                     time.sleep(0.5)
                 print(f"prefilled {args.prefill:,} resting orders at "
