@@ -228,14 +228,22 @@ def scrape(url: str) -> dict[str, float]:
     return out
 
 
+_WAITS: dict[int, dict[int, int]] = {}  # pid → its threads' run-queue waits when last read (ns)
+_WAITS_ENDED: dict[int, int] = {}  # pid → the waits of its threads that have ended since (ns)
+
+
 def run_queue_wait(pid: int) -> float:
     """Seconds the process's threads have spent runnable but waiting for a CPU (the scheduler's
-    ``schedstat``): what a busy machine adds to a request's latency."""
-    waited = 0
+    ``schedstat``): what a busy machine adds to a request's latency. A thread that ends (a
+    session's, as it logs out) keeps counting with its last reading, so the total never falls."""
+    now: dict[int, int] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         with contextlib.suppress(OSError, IndexError, ValueError):
-            waited += int((task / "schedstat").read_text().split()[1])
-    return waited / 1e9
+            now[int(task.name)] = int((task / "schedstat").read_text().split()[1])
+    before = _WAITS.get(pid, {})
+    _WAITS_ENDED[pid] = _WAITS_ENDED.get(pid, 0) + sum(ns for tid, ns in before.items() if tid not in now)
+    _WAITS[pid] = now
+    return (sum(now.values()) + _WAITS_ENDED[pid]) / 1e9
 
 
 def steal_s() -> float:
