@@ -115,6 +115,36 @@ def _slot(session: str, order_id: str) -> str:
     return f"{session}\x00{order_id}"  # (a session's key text holds no NUL)
 
 
+def read_and_acknowledge(client: RedisClient, read: tuple[Any, ...], to_ack: list[tuple[str, list[bytes]]]
+                         ) -> list[tuple[str, Any]]:
+    """``read`` (an XREADGROUP of the group ``GROUP``) and the XACKs of ``to_ack`` (stream,
+    ids) in one round trip; each stream's entries read.
+
+    Behind a read that blocks, the XACKs go after it: a server runs one client's commands in
+    order, so they wait while the read blocks and every reply comes back together, and the
+    dispatcher waits for, and is woken by, one reply a cycle. In front, their replies came back
+    at once and woke it a second time in every cycle
+    (docs/decisions/2026-12-07-acknowledgements-behind-the-read.md). An entry then stays
+    pending until the read returns (its block at most); a successor that reads it again finds
+    it in the sessions' inboxes (never a second message). In front of a read that does not
+    block (own pending entries, from a position): replies come together either way, and the
+    read never returns what was just acknowledged."""
+    behind = "BLOCK" in read
+    acks = [("XACK", name, GROUP, *ids) for name, ids in to_ack]
+    if is_cluster(client):  # redis-py's node routing (and its reply shape); each node runs its part in order
+        pipe = client.pipeline(transaction=False)
+        for command in [read, *acks] if behind else [*acks, read]:
+            pipe.execute_command(*command)
+        replies = pipe.execute()
+        reply = replies[0] if behind else replies[-1]
+        return [(text(stream), entries) for stream, entries in reply or []]
+    replies = round_trip(client, [read, *acks] if behind else [*acks, read])
+    for r in replies:
+        if isinstance(r, Exception):
+            raise r
+    return read_groups_entries(replies[0] if behind else replies[-1])
+
+
 class EventSource(Protocol):
     """What the dispatcher needs of the behaviour that started it (order entry): the instrument
     table its events are read with, and how long a ClOrdID stays claimed."""
@@ -196,34 +226,25 @@ class Dispatcher(threading.Thread):
 
     def _read(self, to_ack: list[tuple[str, list[bytes]]], positions: dict[str, Any] | None, block_ms: int | None,
               streams: list[str] | None = None) -> list[tuple[str, Any]]:
-        """Acknowledge what the last cycle committed and read the next batch, one round trip:
-        new entries of ``streams`` (``positions`` None; default every inbox), or this
-        consumer's pending entries after each stream's position (only the streams given)."""
+        """Read the next batch and acknowledge what the last cycle committed, one round trip
+        (``read_and_acknowledge``): new entries of ``streams`` (``positions`` None; default
+        every inbox), or this consumer's pending entries after each stream's position (only the
+        streams given)."""
         if positions is None:
             read = read_group_command(GROUP, CONSUMER, streams or list(self.streams), ">", self.batch, block_ms)
         else:
             read = ("XREADGROUP", "GROUP", GROUP, CONSUMER, "COUNT", self.batch, "STREAMS", *positions,
                     *positions.values())
-        if is_cluster(self.client):  # redis-py's node routing (and its reply shape)
-            pipe = self.client.pipeline(transaction=False)
-            for stream_name, ids in to_ack:
-                pipe.xack(stream_name, GROUP, *ids)
-            pipe.execute_command(*read)
-            reply = pipe.execute()[-1]
-            return [(text(stream), entries) for stream, entries in reply or []]
-        replies = round_trip(self.client, [*(("XACK", name, GROUP, *ids) for name, ids in to_ack), read])
-        for r in replies:
-            if isinstance(r, Exception):
-                raise r
-        return read_groups_entries(replies[-1])
+        return read_and_acknowledge(self.client, read, to_ack)
 
     def _cycles(self) -> None:
         # This consumer's pending entries first (a predecessor's, or a failed cycle's), paged by
         # each stream's position: entries held for parked sessions stay pending behind them.
         pending: dict[str, Any] | None = dict.fromkeys(self.streams, "0")
         # Entries committed but not yet acknowledged: their XACK travels with the next read, one
-        # round trip instead of two per batch. Lost with the process, they are read again by the
-        # successor and recognised by the sessions' inboxes (never a second message).
+        # round trip instead of two per batch (behind it when it blocks: ``read_and_acknowledge``).
+        # Lost with the process, they are read again by the successor and recognised by the
+        # sessions' inboxes (never a second message).
         to_ack: list[tuple[str, list[bytes]]] = []
         while not self.stop.is_set():
             try:
