@@ -73,6 +73,47 @@ def test_an_idle_writer_sleeps_and_the_next_line_wakes_it(tmp_path: Path) -> Non
         files.close()
 
 
+def test_under_a_steady_flow_the_writer_wakes_once_every_write_every_s_not_once_a_line(tmp_path: Path) -> None:
+    """Lines coming every 2.5 ms (a request every 2.5 ms: 400/s): the writer looks every
+    WRITE_EVERY_S, and does not go to sleep between two lines only to be woken by the next one
+    (two wake-ups every WRITE_EVERY_S); every line still reaches its file."""
+    import threading
+    import time
+
+    import fixgw.message_log as ml
+
+    writer = MessageLogWriter(tmp_path)
+    files = LogFiles(tmp_path, "FIX.4.4-GW-C")
+
+    def switches() -> int:  # the writer thread's voluntary context switches so far
+        status = Path(f"/proc/self/task/{writer._thread.native_id}/status").read_text()
+        return int(re.search(r"voluntary_ctxt_switches:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
+
+    sent: list[str] = []
+
+    def flow(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            sent.append(f"line {len(sent)}")
+            writer.append(files, "messages", sent[-1])
+            time.sleep(0.0025)
+
+    try:
+        flow(0.2)  # (the flow under way)
+        before, started = switches(), time.monotonic()
+        appender = threading.Thread(target=flow, args=(1.0,))
+        appender.start()
+        appender.join()
+        periods = (time.monotonic() - started) / ml.WRITE_EVERY_S
+        wakes = switches() - before
+        writer.flush()
+        assert files.messages_path.read_bytes().count(b" : line ") == len(sent)
+        assert wakes <= 1.4 * periods, f"{wakes} wake-ups in {periods:.0f} periods of WRITE_EVERY_S"
+    finally:
+        writer.close()
+        files.close()
+
+
 def test_backup_and_clear_come_in_order_with_the_lines_around_them(tmp_path: Path) -> None:
     writer = MessageLogWriter(tmp_path)
     files = LogFiles(tmp_path, "FIX.4.4-GW-C")
