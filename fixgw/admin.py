@@ -33,9 +33,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import sys
 import threading
 import time
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -66,6 +69,31 @@ class AdminRefused(Exception):
         super().__init__(reason)
         self.status = status
         self.reason = reason
+
+
+SLOW_REQUEST_S = 5.0  # an admin request still running this long is logged with where it waits
+
+
+@contextmanager
+def reported_if_slow(what: str, after_s: float) -> Iterator[None]:
+    """Log ``what`` with the calling thread's stack if the block still runs ``after_s`` later.
+    An admin request waits on QuickFIX's session locks and on the session store; one that hangs
+    says where (the innermost frame: a call into the bindings, a read held for the store) while
+    it hangs, not only once it ends or its client gives up."""
+    thread, started = threading.get_ident(), time.monotonic()
+
+    def report() -> None:
+        frame = sys._current_frames().get(thread)
+        stack = "".join(traceback.format_stack(frame)) if frame is not None else "(thread gone)\n"
+        log.warning("%s: still running after %.1fs, waiting in:\n%s", what, time.monotonic() - started, stack.rstrip())
+
+    watch = threading.Timer(after_s, report)
+    watch.daemon = True
+    watch.start()
+    try:
+        yield
+    finally:
+        watch.cancel()
 
 
 class Operators:
@@ -134,6 +162,10 @@ class SessionAdmin:
     # --- HTTP ------------------------------------------------------------------------------
 
     def handle(self, method: str, path: str, authorization: str | None, body: bytes) -> tuple[int, dict[str, Any]]:
+        with reported_if_slow(f"admin request {method} {path}", SLOW_REQUEST_S):
+            return self._handle(method, path, authorization, body)
+
+    def _handle(self, method: str, path: str, authorization: str | None, body: bytes) -> tuple[int, dict[str, Any]]:
         try:
             operator = self.operators.who(authorization)
         except AdminRefused as refused:

@@ -349,3 +349,22 @@ def test_a_new_password_on_a_session_without_one_is_refused(tmp_path: Path, valk
         assert answer[35] == b"5" and b"no password to change" in answer[58], answer
     finally:
         gw.stop()
+
+
+def test_an_admin_request_still_running_after_its_limit_is_logged_with_where_it_waits(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A request that hangs (on QuickFIX's session lock, on the session store) says where while
+    it hangs; one that ends in time logs nothing."""
+    import logging
+
+    from fixgw.admin import reported_if_slow
+
+    with caplog.at_level(logging.WARNING, logger="fixgw.admin"):
+        with reported_if_slow("admin request GET /admin/sessions", 0.1):
+            time.sleep(0.4)  # (the request's wait)
+        with reported_if_slow("admin request GET /admin/fast", 0.3):
+            pass
+        time.sleep(0.4)
+    assert "admin request GET /admin/sessions: still running after 0." in caplog.text
+    assert "time.sleep(0.4)  # (the request's wait)" in caplog.text, "the waiting line of its stack"
+    assert "/admin/fast" not in caplog.text
