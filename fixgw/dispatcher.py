@@ -122,8 +122,8 @@ def read_and_acknowledge(client: RedisClient, read: tuple[Any, ...], to_ack: lis
 
     Behind a read that blocks, the XACKs go after it: a server runs one client's commands in
     order, so they wait while the read blocks and every reply comes back together, and the
-    dispatcher waits for, and is woken by, one reply a cycle. In front, their replies came back
-    at once and woke it a second time in every cycle
+    dispatcher waits for, and is woken by, one reply a cycle. In front, their replies would come
+    back at once and wake it a second time in every cycle
     (docs/decisions/2026-12-07-acknowledgements-behind-the-read.md). An entry then stays
     pending until the read returns (its block at most); a successor that reads it again finds
     it in the sessions' inboxes (never a second message). In front of a read that does not

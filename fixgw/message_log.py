@@ -130,10 +130,10 @@ class MessageLogWriter:
             if self._stopped.wait(WRITE_EVERY_S):  # (the lines of WRITE_EVERY_S, one write a file)
                 break
             if self._queue:
-                # Lines keep coming: the next look is WRITE_EVERY_S on, whoever appends. Going
-                # to sleep whenever the queue was empty for a moment, the writer was woken by the
-                # next line nearly once a request at 400 requests/s, and a woken thread waits
-                # for the interpreter beside the order path's threads.
+                # Lines keep coming: the next look is WRITE_EVERY_S on, whoever appends. Sleeping
+                # whenever the queue is empty for a moment, the writer would be woken by the next
+                # line nearly once a request at 400 requests/s, and a woken thread waits for the
+                # interpreter beside the order path's threads.
                 try:
                     self.flush()
                 except Exception:  # noqa: BLE001 (a full disk must not end the log for good)
