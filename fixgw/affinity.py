@@ -129,6 +129,53 @@ def group_nice(pid: int, nice: int) -> bool:
     return True
 
 
+def _realtime_priority(priority: int) -> int:
+    if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 99:
+        raise ConfigError(f"realtime_priority {priority!r}: a whole number from 1 (lowest real-time) to 99; "
+                          "0 leaves the system to the OS's normal scheduling")
+    return priority
+
+
+def run_realtime(pid: int, priority: int) -> bool:
+    """Run thread ``pid`` (the embedded Valkey's main thread: its pid) under ``SCHED_FIFO`` at
+    ``priority`` (1 … 99; 0 leaves it as it is), with ``SCHED_RESET_ON_FORK``: what it forks (an
+    AOF rewrite, an RDB save, which may run on the gateway's CPU) and the threads it makes later
+    run as normal ones. Returns whether it was done: it needs root or ``CAP_SYS_NICE``."""
+    if _realtime_priority(priority) == 0:
+        return False
+    try:
+        os.sched_setscheduler(pid, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(priority))
+    except PermissionError:
+        return False
+    return True
+
+
+def realtime_here(priority: int) -> bool:
+    """Every thread of this process under ``SCHED_FIFO`` at ``priority``, and every thread and
+    child it makes later (they inherit it): the gateway's threads and the cells ``fixgw up``
+    starts. A child that wants less (a spinner: ``SCHED_IDLE``) sets its own. Returns whether it
+    was done (0: nothing asked; else root or ``CAP_SYS_NICE`` needed)."""
+    if _realtime_priority(priority) == 0:
+        return False
+    try:
+        for task in Path("/proc/self/task").iterdir():
+            with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
+                os.sched_setscheduler(int(task.name), os.SCHED_FIFO, os.sched_param(priority))
+    except PermissionError:
+        return False
+    return True
+
+
+def realtime_described(priority: int, done: bool) -> str:
+    """The start-up line's part for ``[embedded] realtime_priority``."""
+    if priority == 0:
+        return "scheduled as normal processes"
+    if not done:
+        return (f"scheduled as normal processes (real-time priority {priority} not permitted: it needs root or "
+                "CAP_SYS_NICE)")
+    return f"real-time (SCHED_FIFO {priority}: the gateway, the cells and Valkey's main thread)"
+
+
 OS_NAME_MAX = 15  # bytes of a thread's name the kernel keeps (TASK_COMM_LEN - 1)
 ENGINE_THREAD = "fix-session"  # QuickFIX's own threads (one per connection), as the OS shows them
 

@@ -25,7 +25,17 @@ from matching.config import tune_gc
 from sessionstore.keys import GatewayKey
 
 from .admin_cli import DEFAULT_TOKEN_FILE as ADMIN_TOKEN_FILE
-from .affinity import NICE, cpus_for, datastore_cpus, group_nice, raise_priority, valkey_cpu_settings
+from .affinity import (
+    NICE,
+    cpus_for,
+    datastore_cpus,
+    group_nice,
+    raise_priority,
+    realtime_described,
+    realtime_here,
+    run_realtime,
+    valkey_cpu_settings,
+)
 from .awake import KeepAwake
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,7 +59,7 @@ _SIZE = re.compile(r"[1-9][0-9]*(?:[kmg]b)?", re.IGNORECASE)
 
 
 EMBEDDED_SETTINGS = frozenset({"port", "aof", "appendfsync", "data_dir", "aof_rewrite_min_size", "nice",
-                               "keep_cpus_awake"})
+                               "realtime_priority", "keep_cpus_awake"})
 
 
 def _embedded_settings(config: dict[str, Any]) -> dict[str, Any]:
@@ -64,6 +74,10 @@ def _embedded_settings(config: dict[str, Any]) -> dict[str, Any]:
     nice = table.get("nice", NICE)
     if not isinstance(nice, int) or isinstance(nice, bool) or not -20 <= nice <= 19:
         raise ConfigError(f"[embedded] nice {nice!r}: a whole number from -20 (first) to 19 (last); 0 is the OS's default")
+    realtime = table.get("realtime_priority", 0)
+    if not isinstance(realtime, int) or isinstance(realtime, bool) or not 0 <= realtime <= 99:
+        raise ConfigError(f"[embedded] realtime_priority {realtime!r}: a whole number from 1 (lowest real-time) "
+                          "to 99; 0 leaves the system to the OS's normal scheduling")
     if not isinstance(table.get("keep_cpus_awake", False), bool):
         raise ConfigError(f"[embedded] keep_cpus_awake {table['keep_cpus_awake']!r}: true or false")
     return table
@@ -147,8 +161,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     gateway_cpus = cpus_for(settings.cpu_affinity)
     server = embedded_server(config, gateway_cpus, data_dir=data_dir, port=port or None, password=password)
     server.start()
+    realtime = emb.get("realtime_priority", 0)
     if server.proc is not None:  # Valkey leads a session of its own (``ValkeyProcess.start``): its share too
         group_nice(server.proc.pid, os.getpriority(os.PRIO_PROCESS, 0))
+    # Valkey's main thread, then this process: the cells and every thread of the gateway started
+    # from here on inherit it (docs/decisions/2026-12-07-the-system-ahead-of-every-normal-thread.md).
+    realtime_done = (server.proc is not None and run_realtime(server.proc.pid, realtime)) and realtime_here(realtime)
     children: list[subprocess.Popen[bytes]] = []
     # The cells share the CPUs the gateway leaves with Valkey (all of them when the gateway is
     # not pinned or takes every CPU): off the gateway's CPU, the gateway's threads wait less for
@@ -158,11 +176,15 @@ def cmd_up(args: argparse.Namespace) -> int:
     awake = KeepAwake((gateway_cpus or os.sched_getaffinity(0)) | cell_cpus) if emb.get("keep_cpus_awake") else None
 
     def start_cell(cmd: list[str], cenv: dict[str, str]) -> subprocess.Popen[bytes]:
-        cell = subprocess.Popen(cmd, env=cenv)
-        # (started by the main thread or a pinned one of the gateway: the child inherited its CPUs)
-        with contextlib.suppress(ProcessLookupError):  # (one that died at once is seen by the supervisor)
-            os.sched_setaffinity(cell.pid, cell_cpus)
-        return cell
+        # A child starts on the CPUs of the thread that makes it (the main thread, or a pinned one
+        # of the gateway): this thread moves to the cells' CPUs for the moment it takes, so the
+        # cell never runs a step on the gateway's.
+        own = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, cell_cpus)
+        try:
+            return subprocess.Popen(cmd, env=cenv)
+        finally:
+            os.sched_setaffinity(0, own)
 
     supervising = threading.Event()
     supervisor: threading.Thread | None = None
@@ -170,7 +192,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         if awake is not None:
             awake.start()
         print(f"fixgw: embedded Valkey listening on {server.url} (AOF {'on' if server.config['appendonly'] == 'yes' else 'off'}, "
-              f"data in {data_dir}, password in {data_dir / 'password'}); the system runs at {priority}"
+              f"data in {data_dir}, password in {data_dir / 'password'}); the system runs at {priority}, "
+              f"{realtime_described(realtime, realtime_done)}"
               + (f"; {awake.describe()}" if awake is not None else ""), flush=True)
         # Everything lives on the embedded Valkey: the session store and every partition.
         store_settings = store_settings.model_copy(update={"url": server.url, "nodes": [], "sentinels": [],

@@ -140,10 +140,13 @@ def test_fixgw_up_starts_everything_and_stops_cleanly_on_ctrl_c(tmp_path) -> Non
         with pytest.raises(redis.AuthenticationError):
             redis.Redis.from_url(url).ping()
         assert redis.Redis.from_url(url, password=password).ping()
-        lines = [proc.stdout.readline() for _ in range(5)]
+        # (the cells print to the same output: their lines may come in between)
+        lines: list[str] = []
+        while len(lines) < 20 and not (lines and lines[-1].startswith("fixgw: active")):
+            lines.append(proc.stdout.readline())
         assert any(f"FIX acceptor on 127.0.0.1:{fix_port}" in ln and "CLIENT1" in ln for ln in lines)
         assert any("fixgw demo" in ln for ln in lines)
-        assert any(ln.startswith("fixgw: active") for ln in lines + [proc.stdout.readline()])
+        assert lines[-1].startswith("fixgw: active"), lines
         # An order through everything it started: its New to the trader and to the drop copy,
         # delivered by the conductor itself (direct delivery: the event streams stay empty).
         trader, copy = RawSession(fix_port, sender="CLIENT1"), RawSession(fix_port, sender="DROPCOPY")
@@ -171,6 +174,18 @@ def test_fixgw_up_starts_everything_and_stops_cleanly_on_ctrl_c(tmp_path) -> Non
         spinners = [pid for pid in children(proc.pid) if b"fixgw.awake" in Path(f"/proc/{pid}/cmdline").read_bytes()]
         assert sorted(next(iter(os.sched_getaffinity(pid))) for pid in spinners) == sorted(allowed)
         assert {os.sched_getscheduler(pid) for pid in spinners} == {os.SCHED_IDLE}
+        # config/fixgw.toml runs the system real-time (root or CAP_SYS_NICE; else the line says
+        # why not): every thread of the gateway and of each cell, and Valkey's main thread, whose
+        # other threads (and what it forks) stay normal
+        if os.geteuid() == 0:
+            assert "real-time (SCHED_FIFO 1: the gateway, the cells and Valkey's main thread)" in line, line
+            assert os.sched_getscheduler(valkey) == os.SCHED_FIFO | os.SCHED_RESET_ON_FORK
+            others = [int(t) for t in os.listdir(f"/proc/{valkey}/task") if int(t) != valkey]
+            assert others and {os.sched_getscheduler(t) for t in others} == {os.SCHED_OTHER}
+            threads = [int(t) for pid in (proc.pid, *cells) for t in os.listdir(f"/proc/{pid}/task")]
+            assert {os.sched_getscheduler(t) for t in threads} == {os.SCHED_FIFO}
+        else:
+            assert "real-time priority 1 not permitted" in line, line
         # every thread of the gateway (QuickFIX's included), of Valkey and of each cell at that nice
         assert [thread_nices(pid) for pid in (proc.pid, valkey, *cells)] == [{nice}] * 6
         # and, where the kernel groups processes by session (autogroup), the session `fixgw up`

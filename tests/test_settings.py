@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -249,6 +251,95 @@ print(os.getpriority(os.PRIO_PROCESS, before.native_id), seen[0], child.stdout.s
         with pytest.raises(ConfigError, match=re.escape(f"[embedded] nice {bad!r}: a whole number from -20")):
             _embedded_settings({"embedded": {"nice": bad}})
     assert _embedded_settings({"embedded": {"nice": 0}}) == {"nice": 0}
+
+
+def _forked_policies(server: Any, pid: int) -> set[int]:
+    """The scheduling policies of what Valkey ``pid`` forks for an RDB save (one that lasts a moment)."""
+    import time
+
+    client = server.client()
+    client.execute_command("DEBUG", "POPULATE", 300_000, "k", 200)
+    client.bgsave()
+    forked: set[int] = set()
+    deadline = time.monotonic() + 20
+    while not forked and time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                        forked.add(int(entry.name))
+    policies = set()
+    for child in forked:
+        with contextlib.suppress(ProcessLookupError):  # (the save ended meanwhile)
+            policies.add(os.sched_getscheduler(child))
+    return policies
+
+
+def test_valkey_runs_real_time_and_what_it_forks_runs_as_a_normal_process(tmp_path: Path) -> None:
+    """``run_realtime`` (``[embedded] realtime_priority``): Valkey's main thread under SCHED_FIFO,
+    so no normal thread keeps it waiting for its CPU; what it forks (here an RDB save; an AOF
+    rewrite alike) runs as a normal process, never ahead of the gateway. 0 leaves it alone;
+    a value outside 0 … 99 is refused with the setting's name."""
+    from datastore.embedded import standalone
+    from fixgw.affinity import realtime_described, run_realtime
+    from fixgw.cli import _embedded_settings
+
+    server = standalone(name="realtime", data_dir=tmp_path, **{"enable-debug-command": "yes"}).start()
+    try:
+        assert server.proc is not None
+        pid = server.proc.pid
+        assert run_realtime(pid, 0) is False and os.sched_getscheduler(pid) == os.SCHED_OTHER
+        done = run_realtime(pid, 1)
+        if os.geteuid() != 0:  # (no CAP_SYS_NICE: the start-up line says why, nothing changes)
+            assert done is False and os.sched_getscheduler(pid) == os.SCHED_OTHER
+        else:
+            assert done is True
+            assert os.sched_getscheduler(pid) == os.SCHED_FIFO | os.SCHED_RESET_ON_FORK
+            assert os.sched_getparam(pid).sched_priority == 1
+            assert _forked_policies(server, pid) == {os.SCHED_OTHER}
+            assert os.sched_getscheduler(pid) == os.SCHED_FIFO | os.SCHED_RESET_ON_FORK  # the server itself stays
+    finally:
+        server.stop()
+    assert realtime_described(0, False) == "scheduled as normal processes"
+    assert realtime_described(1, False) == ("scheduled as normal processes (real-time priority 1 not permitted: "
+                                            "it needs root or CAP_SYS_NICE)")
+    for bad in (-1, 100, "high", 1.5, True):
+        with pytest.raises(ConfigError, match=re.escape(f"[embedded] realtime_priority {bad!r}: a whole number")):
+            _embedded_settings({"embedded": {"realtime_priority": bad}})
+    assert _embedded_settings({"embedded": {"realtime_priority": 0}}) == {"realtime_priority": 0}
+    with pytest.raises(ConfigError, match=re.escape("realtime_priority 100: a whole number")):
+        run_realtime(os.getpid(), 100)
+
+
+def test_real_time_here_reaches_every_thread_and_what_they_make_later() -> None:
+    """``realtime_here``: every thread of the process (``fixgw up``'s, before the gateway and the
+    cells start) under SCHED_FIFO, and the threads and children made after it inherit it. (In a
+    process of its own; without root or CAP_SYS_NICE nothing changes and it says so.)"""
+    import subprocess
+    import sys
+
+    script = """
+import os, subprocess, sys, threading
+from fixgw.affinity import realtime_here
+before = threading.Thread(target=threading.Event().wait, args=(5,), daemon=True); before.start()
+print(realtime_here(0), os.sched_getscheduler(0))
+print(realtime_here(2))
+seen = []
+after = threading.Thread(target=lambda: seen.append(os.sched_getscheduler(0))); after.start(); after.join()
+child = subprocess.run([sys.executable, "-c", "import os; print(os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)"],
+                       capture_output=True, text=True)
+print(os.sched_getscheduler(before.native_id), seen[0], child.stdout.strip())
+"""
+    root = str(Path(__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": root}, cwd=root)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.split("\n")[:3]
+    assert lines[0] == f"False {os.SCHED_OTHER}"
+    if os.geteuid() == 0:
+        assert lines[1:] == ["True", f"{os.SCHED_FIFO} {os.SCHED_FIFO} {os.SCHED_FIFO} 2"]
+    else:
+        assert lines[1:] == ["False", f"{os.SCHED_OTHER} {os.SCHED_OTHER} {os.SCHED_OTHER} 0"]
 
 
 def test_a_session_of_its_own_gets_the_nice_value_for_its_group_and_a_shared_session_is_left_alone() -> None:
