@@ -96,6 +96,8 @@ def test_the_units_verify() -> None:
         for name in names[1:]:  # the system's own ahead of other units, not only within its own
             text = (units / name).read_text()
             assert "Nice=-10" in text and "CPUWeight=1000" in text, name
+            # and real-time, as `fixgw up` runs them ([embedded] realtime_priority)
+            assert "CPUSchedulingPolicy=fifo\nCPUSchedulingPriority=1\n" in text, name
     finally:
         shutil.rmtree(units, ignore_errors=True)
 
