@@ -12,11 +12,11 @@ Then, for the orders paced at ``--rate``, where their time went: the client's se
 report against the ids of each order's command entry and inbox event (``stages``).
 
 The gateway runs as ``fixgw up`` runs it, every thread on one CPU (``cpu_affinity = "auto"``)
-and no linger in its dispatcher, its Valkey as ``fixgw up`` starts it (``[embedded]`` of
+and its dispatcher's linger as ``config/fixgw.toml`` sets it, its Valkey as ``fixgw up`` starts it (``[embedded]`` of
 ``config/fixgw.toml``: AOF everysec, on the CPUs the gateway leaves, and the cells beside it), and the raw echo's threads
 are on one CPU too
 (``gateway_bench.py``'s baseline acceptor); one more row shows the gateway with the code's
-defaults (its threads left to the OS, the dispatcher's 1 ms linger).
+defaults (its threads left to the OS).
 
 Idle CPUs spin through the whole run, the raw echo's included, when config/fixgw.toml keeps
 them awake as ``fixgw up`` does (``[embedded] keep_cpus_awake``; ``--cpus-sleep``: they halt).
@@ -66,8 +66,9 @@ REST = "QuickFIX's session threads and the rest"
 PIPELINE = 50  # orders a write in the throughput run (bench/loadclient.py)
 LOAD_CLIENT = ROOT / "bench" / "loadclient.py"  # the load generator, a process of its own
 # The gateway as `fixgw up` runs it (config/fixgw.toml): every thread on one CPU (fixgw/affinity.py),
-# and no linger in its dispatcher.
-PINNED = 'cpu_affinity = "auto"\ndispatch_linger = "0ms"'
+# and the shipped file's linger in its dispatcher.
+DISPATCH_LINGER = read_toml(DEFAULT_CONFIG)["gateway"]["dispatch_linger"]
+PINNED = f'cpu_affinity = "auto"\ndispatch_linger = "{DISPATCH_LINGER}"'
 
 
 def measure(port: int, args: argparse.Namespace, rate: float | None = None, orders: int | None = None,
@@ -379,7 +380,7 @@ def run(args: argparse.Namespace) -> None:
     both = {min(pinned), max(os.sched_getaffinity(0))}
     with running_system("fixgw-e2e-split-", both, sessions=ORDER_ENTRY_SESSIONS, drop_copy_sessions=DROP_COPY_SESSIONS,
                         gateway_lines=PINNED,
-                        drop_copy_gateway_lines=f'cpu_affinity = [{max(os.sched_getaffinity(0))}]\ndispatch_linger = "0ms"'
+                        drop_copy_gateway_lines=f'cpu_affinity = [{max(both)}]\ndispatch_linger = "{DISPATCH_LINGER}"'
                         ) as (system, server):
         split_procs = system_processes(system, server)
         split_before = all_cpu_seconds(split_procs)

@@ -79,14 +79,14 @@ def run(layout: str, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str
     with embedded_server(read_toml(DEFAULT_CONFIG), pinned) as server:
         first = SESSIONS[:2] if two else SESSIONS
         system = System(tmp, server, [server, server], sessions=sessions_toml(first, "a" if two else None),
-                        gateway_lines=f'cpu_affinity = [{cpus[0]}]\ndispatch_linger = "0ms"')
+                        gateway_lines=f'cpu_affinity = [{cpus[0]}]')
         system.instruments.write_text((ROOT / "config" / "instruments.toml").read_text())
         second: GatewayProc | None = None
         if two:
             second = GatewayProc(tmp, server.url, name="gateway-b", fix_port=free_port(), mode="gateway",
                                  namespace="e2e", sessions=sessions_toml(SESSIONS[2:], "b"), lock_ttl="2s",
                                  renewal="500ms", extra=system.gateway_extra,
-                                 gateway_lines=f'cpu_affinity = [{cpus[-1]}]\ndispatch_linger = "0ms"')
+                                 gateway_lines=f'cpu_affinity = [{cpus[-1]}]')
         try:
             if second is not None:
                 second.start().wait_active(60)
