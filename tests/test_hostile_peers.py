@@ -341,10 +341,19 @@ def test_a_gateway_reachable_from_other_machines_refuses_sessions_anyone_could_l
         GatewaySettings(session=[{"name": "C", "allowed_subjects": ["c"]}])
 
 
+def fd_targets(pid: int) -> Iterator[str]:
+    """What each open descriptor of ``pid`` points at; one closed while they are read (a
+    short-lived connection of the running process) is skipped."""
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            yield os.readlink(f"/proc/{pid}/fd/{fd}")
+        except FileNotFoundError:
+            continue
+
+
 def listening_ports_of(pid: int) -> set[int]:
     """The TCP ports ``pid`` listens on, in its network namespace."""
-    inodes = {os.readlink(f"/proc/{pid}/fd/{fd}")[8:-1] for fd in os.listdir(f"/proc/{pid}/fd")
-              if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:[")}
+    inodes = {target[8:-1] for target in fd_targets(pid) if target.startswith("socket:[")}
     ports = set()
     for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
         fields = line.split()
