@@ -57,3 +57,11 @@ def test_zero_or_a_gateway_of_drop_copies_only_reads_every_inbox_each_cycle() ->
     for p, _ in (pacing(every=0), pacing(streams=(COPIES,))):
         p.read([COPIES])
         assert p.next_read(200) == (p.streams, 200)
+
+
+def test_the_linger_weighs_the_order_flow_not_the_paced_copies() -> None:
+    p, _ = pacing()
+    assert p.flow([(ORDERS, [1, 2, 3]), (COPIES, [4, 5, 6, 7])]) == 3
+    assert p.flow([(COPIES, [4, 5])]) == 0
+    alone, _ = pacing(streams=(COPIES,))  # a gateway of drop copies only: its copies are its flow
+    assert alone.flow([(COPIES, [4, 5])]) == 2
