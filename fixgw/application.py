@@ -28,6 +28,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import quickfix as fix
@@ -92,12 +93,15 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
                  held_back: dict[str, int] | None = None,
                  complete_local_copy: Callable[[SessionConfig], int] = lambda cfg: 0,
                  schedule_problem: Callable[[str], str | None] = lambda text: None,
-                 away: set[str] | None = None) -> None:
+                 away: set[str] | None = None, native: ModuleType | None = None) -> None:
         """``clock_problem``: why Logons are refused now (this host's clock disagrees with the
         datastore's: ``datastore/clock.py``), or None. ``held_back``: per session (SessionID
         text), the first number whose entry QuickFIX was given at takeover (``takeover_preload``);
-        ``complete_local_copy`` puts the older entries back (``filestore.complete_header``)."""
+        ``complete_local_copy`` puts the older entries back (``filestore.complete_header``).
+        ``native``: the send path in C++ (``fixgw.sendpath``); QuickFIX's acceptor must then
+        be given ``engine_application()``."""
         super().__init__()
+        self.native = native
         self._held_back = dict(held_back or {})
         self.schedule_problem = schedule_problem  # why a session may not log on now (its group, its schedule)
         # Sessions listed but served by another group (key texts): nothing of theirs is stored here
@@ -279,11 +283,14 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         message.getHeader().setField(SENDING_TIME, delivery.sending_time)  # one call: no StringField made
         if wire_bytes(message) != delivery.raw:
             return False
-        cfg, key = self._keys[text]
-        with self._persist_locks[key]:
-            self._sent_up_to[key] = delivery.seq
-        self.metrics.sent(self._names[text], delivery.msg_type, delivery.seq)
+        self._sent_committed(text, [delivery])
         return True
+
+    def engine_application(self) -> Any:
+        """What QuickFIX's acceptor is given: this application, or with the native send path a
+        C++ one in front of it, which checks the committed sends itself and passes everything
+        else here."""
+        return self.native.front(self) if self.native is not None else self
 
     def fromAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
         self.last_in[sid.toString()] = time.time()

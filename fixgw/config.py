@@ -317,16 +317,18 @@ class GatewaySettings(BaseModel):
     # After an intake cycle that handled more than one request but less than a full batch, pause
     # this long so the next batch grows (matching/linger.py); 0ms: never.
     batch_linger: Duration = "1ms"  # type: ignore[assignment]
-    # The same for the event dispatcher. Its events come in the cells' commits, grouped
-    # already: with the gateway's threads on one CPU (cpu_affinity), no pause at all served
-    # better (docs/benchmarks.md, 2026-12-02 · af21216: at 2,000 orders/s p50 5.6 → 4.0 ms for 7% more CPU an order; at 500/s
-    # p50 1.79 → 1.43 ms), config/fixgw.toml sets 0ms; with the threads spread, the pause
-    # still paid (p50 7.3–7.8 ms with it, 8.1–8.8 without).
+    # The same for the event dispatcher, whose entries are weighed without the paced drop
+    # copies (docs/decisions/2026-12-07-the-dispatcher-lingers-above-1000-a-second.md).
     dispatch_linger: Duration = "1ms"  # type: ignore[assignment]
     # While order entry is busy, the drop copy's inbox is read at most this often (its reports
     # go out in batches, after the order-entry reports of their cycle); after a quiet moment a
     # copy goes out at once. 0ms: every cycle (fixgw/dispatcher.py).
     drop_copy_every: Duration = "10ms"  # type: ignore[assignment]
+    # How a group commit's messages are sent: "native" (fixgw/sendpath.py: sent and checked in
+    # C++, the same bytes and numbers; a miss and every other message go through Python as
+    # before), "python" (QuickFIX's bindings, each checked in GatewayApplication.toApp), or
+    # "auto": native where the extension is built (at install, with a C++ compiler), else python.
+    order_path: Literal["auto", "native", "python"] = "auto"
     # The CPUs every thread of the gateway runs on (``affinity.pin_threads``): "auto" = the
     # first CPU this process may use; a list of CPU numbers; [] = wherever the OS puts them.
     # The gateway's threads share one GIL, so they never run Python on two CPUs at once; kept

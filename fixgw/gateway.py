@@ -43,7 +43,7 @@ from sessionstore.move import MOVING, serving_group
 from sessionstore.reader import StoreReader
 from sessionstore.settings import SessionStoreSettings
 
-from . import fixmsg
+from . import fixmsg, sendpath
 from .admin import Operators, SessionAdmin
 from .affinity import cpus_for, pin_threads, show_thread_names
 from .application import GatewayApplication
@@ -284,13 +284,14 @@ class Gateway:
                                               held_back=self.held_back,
                                               complete_local_copy=lambda cfg: complete_header(
                                                   state_dir / "filestore", cfg.store_prefix),
-                                              schedule_problem=self._logon_problem, away=self.away)
+                                              schedule_problem=self._logon_problem, away=self.away,
+                                              native=sendpath.chosen(self.settings.order_path))
         logs = []
         if self.settings.message_log:
             self.message_log = MessageLogFactory(state_dir / "log")
             logs.append(self.message_log)
-        self.acceptor = fix.ThreadedSocketAcceptor(self.application, fix.FileStoreFactory(qf_settings), qf_settings,
-                                                   *logs)
+        self.acceptor = fix.ThreadedSocketAcceptor(self.application.engine_application(),
+                                                   fix.FileStoreFactory(qf_settings), qf_settings, *logs)
         # before the first connection: a request must never find it unstarted
         self.behaviour.start(self.context(self.application))
         self.acceptor.start()
@@ -482,7 +483,8 @@ class Gateway:
                      "loading them) started in %.3f s", time.monotonic() - took, materialised - took,
                      time.monotonic() - materialised)
             print(f"fixgw: active, FIX acceptor on {self.settings.host}:{self.settings.port} "
-                  f"({len(self.settings.session)} sessions, namespace {self.namespace})", flush=True)
+                  f"({len(self.settings.session)} sessions, namespace {self.namespace}, send path "
+                  f"{sendpath.described(sendpath.chosen(self.settings.order_path))})", flush=True)
             # (set by the signals' own thread, whichever thread the kernel handed a signal to:
             # ``stop_on_signals``)
             self.stop_requested.wait()

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import quickfix as fix
@@ -67,6 +68,10 @@ class GroupCommit:
     _scratch: threading.local
     _delivery_failed: set[str]
     _vetoed: dict[str, set[str]]
+    _sent_up_to: dict[SessionKey, int]
+    _names: dict[str, str]
+    last_out: dict[str, float]
+    native: ModuleType | None  # the send path in C++ (fixgw.sendpath), or None: QuickFIX's bindings
     metrics: Any  # GatewayMetrics
 
     def _session_of(self, sid: fix.SessionID) -> tuple[str, SessionConfig, SessionKey, SessionStore]:
@@ -192,17 +197,25 @@ class GroupCommit:
         self._delivery_failed.discard(o.text)
         message = self._message()
         try:
-            for i, d in enumerate(o.pending):
+            i = 0
+            while i < len(o.pending):
+                d = o.pending[i]
                 if o.text in self._delivery_failed:
                     # One was vetoed (not stored, not sent): the rest wait with it, so the
                     # session's reports keep their order when they are given again.
                     self._vetoed.setdefault(o.text, set()).add(d.inbox_id)
+                    i += 1
                     continue
-                # One at a time, so a message QuickFIX does not pass through toApp (a logged-out
-                # session about to reset) can never pair toApp with the wrong delivery.
-                self._in_flight[threading.get_ident()] = (o.text, d)
-                fix.Session.sendToTarget(from_text(d.text, into=message), o.sid)
-                if i == 0 and len(o.pending) > 1 and ADMIN_IN_BATCH == str(o.key):
+                admin_after = i == 0 and len(o.pending) > 1 and ADMIN_IN_BATCH == str(o.key)
+                if self.native is not None:
+                    i += self._send_natively(o, i, i + 1 if admin_after else len(o.pending))
+                else:
+                    # One at a time, so a message QuickFIX does not pass through toApp (a logged-out
+                    # session about to reset) can never pair toApp with the wrong delivery.
+                    self._in_flight[threading.get_ident()] = (o.text, d)
+                    fix.Session.sendToTarget(from_text(d.text, into=message), o.sid)
+                    i += 1
+                if admin_after:
                     # Fault tests: an admin message takes a number inside the batch, as QuickFIX's
                     # own heartbeat may; the committed numbers after it must not go out as they are.
                     self._in_flight.pop(threading.get_ident(), None)
@@ -213,6 +226,35 @@ class GroupCommit:
         self._sent_marks[o.key] = [d.seq for d in o.pending if d.seq and d.inbox_id not in vetoed]
         if o.text in self._delivery_failed:
             o.error = StoreError(f"{o.key}: a delivery was not stored; its entry is retried")
+
+    def _send_natively(self, o: _Outgoing, start: int, end: int) -> int:
+        """``o.pending[start:end]`` sent in C++ (``fixgw/_sendpath.cpp``), each checked against
+        its committed bytes there, until one is a miss: that one goes through ``toApp`` here, its
+        delivery in flight as in the one-at-a-time path, and the rest are left to the caller.
+        Returns how many were sent or tried."""
+        assert self.native is not None
+        chunk = o.pending[start:end]
+        ident = threading.get_ident()
+
+        def miss(k: int) -> None:  # (from C++, just before this delivery reaches toApp)
+            self._in_flight[ident] = (o.text, chunk[k])
+
+        outcomes = self.native.send_committed(o.sid, [d.text for d in chunk], [d.raw if d.seq else b"" for d in chunk],
+                                              [d.sending_time for d in chunk], miss)
+        self._sent_committed(o.text, [d for d, outcome in zip(chunk, outcomes) if outcome == "m"])
+        return len(outcomes)
+
+    def _sent_committed(self, text: str, deliveries: list[SessionMessage]) -> None:
+        """``deliveries`` (of the session ``text``, in order) went out exactly as committed."""
+        if not deliveries:
+            return
+        self.last_out[text] = time.time()
+        _, key = self._keys[text]
+        with self._persist_locks[key]:
+            self._sent_up_to[key] = deliveries[-1].seq
+        name = self._names[text]
+        for d in deliveries:
+            self.metrics.sent(name, d.msg_type, d.seq)
 
     def _message(self) -> fix.Message:
         """This sending thread's message, refilled for each delivery (``from_text``). QuickFIX

@@ -1,0 +1,3 @@
+#ifndef FIX_ALLOCATOR_H
+#define FIX_ALLOCATOR_H
+#endif
