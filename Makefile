@@ -11,7 +11,9 @@ STAMP := $(VENV)/.installed
 # rules with promtool: Debian's nftables and prometheus packages, installed here when missing
 # and we are root (CI is); elsewhere those tests say what they lack. The embedded Valkey runs on
 # jemalloc (Debian's libjemalloc2, installed here the same way); without it, on the C library's
-# allocator, and `fixgw up` says so.
+# allocator, and `fixgw up` says so. The gateway's send path is a C++ extension built at install
+# (setup.py; g++ installed here the same way); without a compiler the gateway sends through
+# QuickFIX's Python bindings (`[gateway] order_path`).
 debian-tools:
 	@if ! command -v nft >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get install -y -q nftables >/dev/null 2>&1 || \
@@ -19,6 +21,9 @@ debian-tools:
 	@if ! command -v promtool >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1 || \
 		(apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends prometheus >/dev/null); fi
+	@if ! command -v g++ >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get install -y -q --no-install-recommends g++ >/dev/null 2>&1 || \
+		(apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends g++ >/dev/null); fi
 	@if ! ldconfig -p 2>/dev/null | grep -q libjemalloc.so.2 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get install -y -q --no-install-recommends libjemalloc2 >/dev/null 2>&1 || \
 		(apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends libjemalloc2 >/dev/null); fi
@@ -26,7 +31,7 @@ debian-tools:
 		apt-get install -y -q --no-install-recommends systemd >/dev/null 2>&1 || \
 		(apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends systemd >/dev/null); fi
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py fixgw/_sendpath.cpp
 	$(MAKE) debian-tools
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip

@@ -36,6 +36,11 @@ CRASH_AFTER_BATCH_COMMIT = os.environ.get("FIXGW_TEST_CRASH_AFTER_BATCH_COMMIT",
 # one for this session, a Heartbeat is sent, taking the next number as QuickFIX's own would.
 ADMIN_IN_BATCH = os.environ.get("FIXGW_TEST_ADMIN_IN_BATCH", "")
 
+# Fault tests only (tests/test_hostile_peers.py): a fault injected in toApp
+# (FIXGW_TEST_FAIL_IN_CALLBACK) must reach it, so the native send path hands every message to
+# the Python toApp, as a miss, and a veto there holds back the rest of its batch.
+TO_APP_FAULTS = "toApp" in os.environ.get("FIXGW_TEST_FAIL_IN_CALLBACK", "").split(",")
+
 
 
 @dataclass(slots=True)
@@ -239,7 +244,8 @@ class GroupCommit:
         def miss(k: int) -> None:  # (from C++, just before this delivery reaches toApp)
             self._in_flight[ident] = (o.text, chunk[k])
 
-        outcomes = self.native.send_committed(o.sid, [d.text for d in chunk], [d.raw if d.seq else b"" for d in chunk],
+        outcomes = self.native.send_committed(o.sid, [d.text for d in chunk],
+                                              [d.raw if d.seq and not TO_APP_FAULTS else b"" for d in chunk],
                                               [d.sending_time for d in chunk], miss)
         self._sent_committed(o.text, [d for d, outcome in zip(chunk, outcomes) if outcome == "m"])
         return len(outcomes)

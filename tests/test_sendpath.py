@@ -1,0 +1,100 @@
+"""The group commit's send path in C++ (``fixgw/sendpath.py``, ``fixgw/_sendpath.cpp``) against
+a real QuickFIX acceptor and a client on a socket: a committed message goes out as committed
+without Python's ``toApp``; a miss goes to Python's ``toApp`` with its delivery named first, and
+nothing after it is sent from C++; every other callback reaches the Python application."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import quickfix as fix
+
+from datastore.embedded import free_port
+from datastore.settings import ConfigError
+from fixgw import sendpath
+from fixgw.config import GatewaySettings
+from fixgw.fixat import RawSession
+from fixgw.fixmsg import body_text, filled_body, sending_time
+
+REPORT = body_text("8", [(6, "0"), (11, "c-1"), (14, "0"), (17, "e-1"), (37, "o-1"), (38, "10"), (39, "0"),
+                         (54, "1"), (55, "T16"), (150, "0"), (151, "10")])
+
+
+def test_the_extension_is_built_and_order_path_chooses_it() -> None:
+    """`make` builds the extension (a C++ compiler is part of the set-up); "auto" and "native"
+    take it, "python" does not, and "native" without it is refused with the reason."""
+    assert sendpath.native is not None, f"fixgw._sendpath is not built: {sendpath.why_not}"
+    assert sendpath.chosen("auto") is sendpath.native
+    assert sendpath.chosen("native") is sendpath.native
+    assert sendpath.chosen("python") is None
+    assert sendpath.described(sendpath.native) == "native (C++)"
+
+
+def test_native_without_the_extension_is_refused_and_auto_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sendpath, "native", None)
+    monkeypatch.setattr(sendpath, "why_not", "ImportError: no module")
+    with pytest.raises(ConfigError, match=r'order_path = "native": the extension fixgw._sendpath is not built '
+                                          r'\(ImportError: no module\)'):
+        sendpath.chosen("native")
+    assert sendpath.chosen("auto") is None
+    assert sendpath.described(None) == "python (the extension is not built: ImportError: no module)"
+
+
+class Recorder(fix.Application):  # type: ignore[misc]
+    """The Python application behind the C++ one: what reaches it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, str]] = []
+
+    def onCreate(self, s: Any) -> None: return None  # noqa: E704,N802
+    def onLogon(self, s: Any) -> None: self.calls.append(("onLogon", ""))  # noqa: E704,N802
+    def onLogout(self, s: Any) -> None: return None  # noqa: E704,N802
+    def toAdmin(self, m: Any, s: Any) -> None: self.calls.append(("toAdmin", m.getHeader().getField(35)))  # noqa: E704,N802
+    def fromAdmin(self, m: Any, s: Any) -> None: self.calls.append(("fromAdmin", m.getHeader().getField(35)))  # noqa: E704,N802
+    def fromApp(self, m: Any, s: Any) -> None: self.calls.append(("fromApp", m.getHeader().getField(35)))  # noqa: E704,N802
+
+    def toApp(self, m: Any, s: Any) -> None:  # noqa: N802
+        self.calls.append(("toApp", m.getHeader().getField(34)))
+
+
+def test_committed_sends_go_out_from_cpp_and_a_miss_goes_to_python_with_its_delivery() -> None:
+    assert sendpath.native is not None, sendpath.why_not
+    port = free_port()
+    settings = GatewaySettings(port=port, http_port=0, session=[{"name": "CLIENT1", "begin_string": "FIX.4.4"}])
+    state = Path(tempfile.mkdtemp())
+    (state / "qf.cfg").write_text(settings.quickfix_settings(state / "store"))
+    qf = fix.SessionSettings(str(state / "qf.cfg"))
+    app = Recorder()
+    acceptor = fix.ThreadedSocketAcceptor(sendpath.native.front(app), fix.MemoryStoreFactory(), qf)
+    acceptor.start()
+    client = RawSession(port, "CLIENT1", "FIXGW")
+    try:
+        client.send("35=A\x0198=0\x01108=30\x01")
+        assert b"\x0135=A\x01" in (client.read(5) or b"")
+        assert ("fromAdmin", "A") in app.calls and ("toAdmin", "A") in app.calls, "admin callbacks reach Python"
+        sid = fix.SessionID("FIX.4.4", "FIXGW", "CLIENT1")
+        stamp = sending_time()
+        committed = [filled_body(REPORT, "FIX.4.4", "FIXGW", "CLIENT1", seq, stamp) for seq in (2, 3)]
+        missed: list[int] = []
+        app.calls.clear()
+        # Two committed as QuickFIX will send them, then one committed under a wrong number (a
+        # miss), then one more that C++ must leave to the caller.
+        wrong = filled_body(REPORT, "FIX.4.4", "FIXGW", "CLIENT1", 9, stamp)
+        outcomes = sendpath.native.send_committed(sid, [REPORT] * 4, [*committed, wrong, committed[0]], [stamp] * 4,
+                                                  missed.append)
+        assert outcomes == "mmp", "two sent as committed, the third a miss; the fourth left to Python"
+        assert missed == [2], "the miss's delivery named before Python's toApp runs"
+        assert app.calls == [("toApp", "4")], "only the miss reached Python's toApp"
+        received = [client.read(5) for _ in range(3)]
+        assert received[:2] == committed, "sent exactly as committed"
+        assert received[2] is not None and b"\x0134=4\x01" in received[2]
+        # A message not committed (no bytes) goes to Python too.
+        assert sendpath.native.send_committed(sid, [REPORT], [b""], [""], missed.append) == "p"
+        assert missed == [2, 0]
+    finally:
+        client.close()
+        acceptor.stop()
