@@ -45,8 +45,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from datastore.embedded import free_port  # noqa: E402
+from datastore.embedded import free_port, jemalloc_library  # noqa: E402
 from datastore.settings import read_toml  # noqa: E402
+from fixgw import sendpath  # noqa: E402
 from fixgw.affinity import cpu_by_thread, cpus_for, datastore_cpus  # noqa: E402
 from fixgw.awake import KeepAwake  # noqa: E402
 from fixgw.cli import DEFAULT_CONFIG, embedded_server  # noqa: E402
@@ -398,7 +399,9 @@ def run(args: argparse.Namespace) -> None:
             amqp_rate = max(args.low_rate, round(burst["throughput"] / 2, -1))
             amqp = {**measure(system.fix_port, args, rate=amqp_rate, orders=200), "throughput": burst["throughput"]}
     print(f"\nNewOrderSingle → first ExecutionReport; client in a separate process; "
-          f"{args.orders} orders for throughput, {args.rate:.0f}/s for {args.seconds:.0f}s for latency\n")
+          f"{args.orders} orders for throughput, {args.rate:.0f}/s for {args.seconds:.0f}s for latency; "
+          f"the gateway's send path {sendpath.described(sendpath.chosen('auto'))}, Valkey's allocator "
+          f"{'jemalloc' if jemalloc_library() else 'the C library’s'}\n")
     print(f"{'':44} {'orders/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'answered':>9}")
     print(f"{'raw QuickFIX echo (MemoryStore, no matching)':44} {raw['throughput']:9.0f} {raw['p50_ms']:8.2f} "
           f"{raw['p99_ms']:8.2f} {raw['answered']:>5}/{raw['paced']}")
