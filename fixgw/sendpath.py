@@ -12,13 +12,22 @@ against them.
 from __future__ import annotations
 
 import ctypes
+import importlib.metadata
 import os
 from types import ModuleType
 
 from datastore.settings import ConfigError
 
+# The QuickFIX release whose headers the extension is compiled against (third_party/quickfix):
+# its classes are used across the library's boundary, so the wheel must be that release.
+HEADERS = "1.16.0"
+
 
 def _load() -> tuple[ModuleType | None, str]:
+    wheel = importlib.metadata.version("quickfix-tls")
+    if not wheel.startswith(HEADERS + "."):
+        return None, (f"quickfix-tls {wheel} is not QuickFIX {HEADERS}, whose headers (third_party/quickfix) "
+                      "the extension is built against")
     try:
         import _quickfix  # the bindings' library: every QuickFIX symbol the extension uses
 

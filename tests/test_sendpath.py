@@ -33,6 +33,17 @@ def test_the_extension_is_built_and_order_path_chooses_it() -> None:
     assert sendpath.described(sendpath.native) == "native (C++)"
 
 
+def test_the_pinned_quickfix_is_the_release_of_the_vendored_headers() -> None:
+    """The extension uses QuickFIX's classes across the library's boundary: the wheel pinned in
+    pyproject.toml must be the release whose headers are in third_party/quickfix."""
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    pinned = re.search(r'"quickfix-tls==([^"]+)"', (root / "pyproject.toml").read_text())
+    assert pinned and pinned.group(1).startswith(sendpath.HEADERS + ".")
+    assert f"QuickFIX {sendpath.HEADERS}" in (root / "third_party" / "quickfix" / "README.md").read_text()
+
+
 def test_native_without_the_extension_is_refused_and_auto_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sendpath, "native", None)
     monkeypatch.setattr(sendpath, "why_not", "ImportError: no module")
