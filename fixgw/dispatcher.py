@@ -44,7 +44,7 @@ from sessionstore.store import NO_INDEX
 from . import translation as tr
 from .config import SessionConfig
 from .context import GatewayContext
-from .fixmsg import SessionMessage, body_text
+from .fixmsg import SessionMessage, body_text, transact_time
 from .retention import Retention
 
 log = logging.getLogger("fixgw.dispatcher")
@@ -421,14 +421,15 @@ class Dispatcher(threading.Thread):
         views = self._views(routed)
         per_session: dict[str, list[tuple[SessionMessage, tr.OrderView | None]]] = {}  # with the view each commits
         table = self.behaviour.table
+        made = transact_time()  # (whole seconds: one reading serves the batch)
         for cfg, event, roles in routed:
             key = self.key_text[cfg.name]
             known = {oid: views.get((key, oid)) for oid in order_ids(event, roles)}
-            for out in tr.event_messages(event, known, table, cfg.begin_string, roles):
+            for out in tr.event_messages(event, known, table, cfg.begin_string, roles, made):
                 if out.view is not None:
                     views[(key, out.order_id)] = out.view  # the next event of this order sees it
                 view_json = out.view.to_json() if out.view is not None else ""
-                text = body_text(out.msg_type, out.fields)
+                text = out.text or body_text(out.msg_type, out.fields)
                 delivery = SessionMessage(text, out.msg_type, out.inbox_id, out.order_id, view_json,
                                     index=self._index(out.view, cfg.kind == DROP_COPY), plain=True)
                 per_session.setdefault(key, []).append((delivery, out.view))

@@ -40,7 +40,7 @@ from matching.contracts import (
     TimeInForce,
     partition_of,
 )
-from matching.instruments import InstrumentError, InstrumentTable, to_decimal
+from matching.instruments import Instrument, InstrumentError, InstrumentTable, to_decimal
 
 from .inputs import printable
 
@@ -242,10 +242,11 @@ class Outbound:
     """One message for one session: its type, body fields in order, and the order's new view."""
 
     msg_type: str  # "8" or "9"
-    fields: list[tuple[int, str]]
+    fields: list[tuple[int, str]]  # (empty when ``text`` holds the message)
     view: OrderView | None
     inbox_id: str  # what the session's inbox records: each event reaches a session once
     order_id: str = ""
+    text: str = ""  # MsgType and body as ``fixmsg.body_text`` makes them from ``fields`` ('' = not made here)
 
 
 REJECT_REASON_44 = {"unknown-symbol": "1", "duplicate-order": "6", "quantity-out-of-range": "13",
@@ -313,6 +314,42 @@ def report(view: OrderView, *, exec_id: str, kind: str, status: str, begin_strin
     return f
 
 
+# ``report_text``'s pieces: the fields an ExecutionReport may leave out, as they go on the wire.
+_SOH = "\x01"
+_EXEC_TRANS_NEW = "20=0\x01"  # FIX 4.2's ExecTransType New
+
+
+def report_text(view: OrderView, *, exec_id: str, kind: str, status: str, begin_string: str, transact_time: str,
+                last: tuple[str, str] | None = None, text: str = "", rej_reason: str = "",
+                cl_ord_id: str | None = None, orig_cl_ord_id: str = "") -> str:
+    """``fixmsg.body_text("8", report(...))`` with TransactTime ``transact_time``, made in one
+    step: the fields in ascending tag order, the optional ones as ``report`` adds them. Every
+    report of an event goes through here (the dispatcher's profile: a list of fields, a dict and
+    a sort cost twice this). ``''`` when a field ``report`` always adds is empty, which
+    ``body_text`` would leave out: then the caller takes the general way."""
+    v = view
+    clordid = cl_ord_id or v.cl_ord_id
+    if "" in (v.avg_px, clordid, v.cum_qty, exec_id, v.order_id, v.quantity, status, v.ord_type, v.side,
+              v.symbol, v.time_in_force, transact_time, v.leaves_qty):
+        return ""
+    s = _SOH
+    return (f"35=8{s}{f'1={v.account}{s}' if v.account else ''}6={v.avg_px}{s}11={clordid}{s}14={v.cum_qty}{s}"
+            f"17={exec_id}{s}{_EXEC_TRANS_NEW if begin_string == 'FIX.4.2' else ''}"
+            f"{f'31={last[0]}{s}32={last[1]}{s}' if last is not None and last[0] and last[1] else _last(last)}"
+            f"37={v.order_id}{s}38={v.quantity}{s}39={status}{s}40={v.ord_type}{s}"
+            f"{f'41={orig_cl_ord_id}{s}' if orig_cl_ord_id else ''}{f'44={v.price}{s}' if v.price else ''}"
+            f"54={v.side}{s}55={v.symbol}{s}{f'58={text}{s}' if text else ''}59={v.time_in_force}{s}"
+            f"60={transact_time}{s}{f'103={rej_reason}{s}' if rej_reason else ''}"
+            f"150={exec_type(kind, begin_string, status)}{s}151={v.leaves_qty}{s}")
+
+
+def _last(last: tuple[str, str] | None) -> str:
+    """LastPx and LastQty where one of them is empty (``body_text`` leaves an empty field out)."""
+    if last is None:
+        return ""
+    return (f"31={last[0]}{_SOH}" if last[0] else "") + (f"32={last[1]}{_SOH}" if last[1] else "")
+
+
 def refusal_report(view: OrderView, refusal: Refusal, exec_id: str, begin_string: str) -> list[tuple[int, str]]:
     """ExecutionReport Rejected for a new order the gateway refused itself."""
     rejected = replace(view, status="8", leaves_qty="0")
@@ -330,54 +367,57 @@ def cancel_reject(order_id: str, cl_ord_id: str, orig_cl_ord_id: str, status: st
 
 # Decimal text of n lots or ticks of a step size: every report converts the same few numbers
 # again (the dispatcher's profile: a tenth of a report's cost). The text depends on the step and
-# n alone. Bounded: cleared when it grows large.
-_TEXTS: dict[tuple[str, Decimal, int], str] = {}
+# n alone (``lots_to_quantity`` and ``ticks_to_price`` are both n × step, normalized), so lots
+# and ticks share one table. Bounded: cleared when it grows large.
+_TEXTS: dict[tuple[Decimal, int], str] = {}
 _TEXTS_MAX = 100_000
 
 
-def _text_of(table: InstrumentTable, pair_id: int, what: str, n: int) -> str:
-    inst = table.pair(pair_id)
-    assert inst is not None
-    key = (what, inst.lot_size if what == "lots" else inst.tick_size, n)
+def _steps_text(step: Decimal, n: int) -> str:
+    key = (step, n)
     text = _TEXTS.get(key)
     if text is None:
-        text = _dec(inst.lots_to_quantity(n) if what == "lots" else inst.ticks_to_price(n))
+        text = _dec((step * n).normalize()) if n else "0"
         if len(_TEXTS) >= _TEXTS_MAX:
             _TEXTS.clear()
         _TEXTS[key] = text
     return text
 
 
+def _instrument(table: InstrumentTable, pair_id: int) -> Instrument:
+    inst = table.pair(pair_id)
+    assert inst is not None
+    return inst
+
+
 def _qty(table: InstrumentTable, pair_id: int, lots: int) -> str:
-    return _text_of(table, pair_id, "lots", lots)
+    return _steps_text(_instrument(table, pair_id).lot_size, lots)
 
 
 def _px(table: InstrumentTable, pair_id: int, ticks: int | None) -> str | None:
-    return None if ticks is None else _text_of(table, pair_id, "ticks", ticks)
+    return None if ticks is None else _steps_text(_instrument(table, pair_id).tick_size, ticks)
 
 
-def _avg_px_text(table: InstrumentTable, pair_id: int, state: OrderState) -> str:
+def _avg_px_text(inst: Instrument, state: OrderState) -> str:
     if not state.filled:
         return "0"
-    inst = table.pair(pair_id)
-    assert inst is not None
     return _dec(avg_px(state.filled_notional, state.filled, inst.tick_size))
-
-
-def _filled_view(view: OrderView, table: InstrumentTable, pair_id: int, state: OrderState) -> OrderView:
-    return replace(view, cum_qty=_qty(table, pair_id, state.filled), leaves_qty=_qty(table, pair_id, state.remaining),
-                   avg_px=_avg_px_text(table, pair_id, state), quantity=_qty(table, pair_id, state.quantity))
 
 
 def view_from_event(state: OrderState, table: InstrumentTable, pair_id: int) -> OrderView:
     """A view built from an event alone (drop copy, or an owner whose view was lost)."""
-    inst = table.pair(pair_id)
-    assert inst is not None
-    quantity = _qty(table, pair_id, state.quantity)
-    return OrderView(state.order_id, state.client_order_id, inst.symbol, FIX_SIDE[state.side],
+    return _fresh_view(state, _instrument(table, pair_id))
+
+
+def _fresh_view(state: OrderState, inst: Instrument, **changes: Any) -> OrderView:
+    lots = inst.lot_size
+    quantity = _steps_text(lots, state.quantity)
+    view = OrderView(state.order_id, state.client_order_id, inst.symbol, FIX_SIDE[state.side],
                      FIX_ORD_TYPE[state.order_type], FIX_TIF[state.time_in_force], quantity,
-                     _px(table, pair_id, state.price), state.account, cum_qty=_qty(table, pair_id, state.filled),
-                     leaves_qty=_qty(table, pair_id, state.remaining), avg_px=_avg_px_text(table, pair_id, state))
+                     None if state.price is None else _steps_text(inst.tick_size, state.price), state.account,
+                     cum_qty=_steps_text(lots, state.filled), leaves_qty=_steps_text(lots, state.remaining),
+                     avg_px=_avg_px_text(inst, state))
+    return replace(view, **changes) if changes else view
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,38 +429,52 @@ class _Heard:
     table: InstrumentTable
     begin_string: str
     roles: tuple[str, ...]
+    transact_time: str = ""  # given: ExecutionReports come as text (``report_text``)
 
     @property
     def exec_id(self) -> str:
         return f"{self.event.event_id}:O"
 
-    def view_for(self, state: OrderState) -> OrderView:
-        """The order's view after ``state``: what the session knew of it, brought up to date."""
+    @property
+    def instrument(self) -> Instrument:
+        return _instrument(self.table, self.event.pair_id)
+
+    def view_for(self, state: OrderState, **changes: Any) -> OrderView:
+        """The order's view after ``state`` (and ``changes``): what the session knew of it,
+        brought up to date."""
         known = self.views.get(state.order_id)
-        fresh = view_from_event(state, self.table, self.event.pair_id)
+        inst = self.instrument
         if known is None:
-            return fresh
-        return replace(known, cum_qty=fresh.cum_qty, leaves_qty=fresh.leaves_qty, avg_px=fresh.avg_px,
-                       quantity=fresh.quantity)
+            return _fresh_view(state, inst, **changes)
+        lots = inst.lot_size
+        fresh = {"cum_qty": _steps_text(lots, state.filled), "leaves_qty": _steps_text(lots, state.remaining),
+                 "avg_px": _avg_px_text(inst, state), "quantity": _steps_text(lots, state.quantity)}
+        return replace(known, **(fresh | changes if changes else fresh))
+
+    def report(self, v: OrderView, exec_id: str, kind: str, status: str, **extra: Any) -> Outbound:
+        """An ExecutionReport about ``v``: as text when the transact time is given."""
+        if self.transact_time:
+            text = report_text(v, exec_id=exec_id, kind=kind, status=status, begin_string=self.begin_string,
+                               transact_time=self.transact_time, **extra)
+            if text:
+                return Outbound("8", [], v, exec_id, v.order_id, text)
+        return Outbound("8", report(v, exec_id=exec_id, kind=kind, status=status, begin_string=self.begin_string,
+                                    **extra), v, exec_id, v.order_id)
 
     def execution_report(self, v: OrderView, kind: str, status: str, **extra: Any) -> list[Outbound]:
-        exec_id = self.exec_id
-        return [Outbound("8", report(v, exec_id=exec_id, kind=kind, status=status, begin_string=self.begin_string,
-                                     **extra), v, exec_id, v.order_id)]
+        return [self.report(v, self.exec_id, kind, status, **extra)]
 
 
 def _deal_executed(p: DealExecuted, h: _Heard) -> list[Outbound]:
     """A fill for each side the session owns (a drop copy: both), ExecIDs told apart by role."""
     out: list[Outbound] = []
-    table, pair = h.table, h.event.pair_id
+    inst = h.instrument
+    last = (_steps_text(inst.tick_size, p.price), _steps_text(inst.lot_size, p.quantity))
     for role in h.roles:
         state = p.maker if role == "maker" else p.taker
         status = "2" if state.remaining == 0 else "1"
-        v = replace(h.view_for(state), status=status)
-        last = (_px(table, pair, p.price) or "0", _qty(table, pair, p.quantity))
-        exec_id = f"{h.event.event_id}:{role[0].upper()}"
-        out.append(Outbound("8", report(v, exec_id=exec_id, kind="trade", status=status,
-                                        begin_string=h.begin_string, last=last), v, exec_id, v.order_id))
+        v = h.view_for(state, status=status)
+        out.append(h.report(v, f"{h.event.event_id}:{role[0].upper()}", "trade", status, last=last))
     return out
 
 
@@ -444,7 +498,7 @@ def _command_refused(p: CommandRefused, h: _Heard) -> list[Outbound]:
 
 def _order_rejected(p: OrderRejected, h: _Heard) -> list[Outbound]:
     if p.accepted is not None:  # rejected after acceptance (a market order's rest without liquidity): canceled
-        return h.execution_report(replace(h.view_for(p.accepted), status="4", leaves_qty="0"), "4", "4",
+        return h.execution_report(h.view_for(p.accepted, status="4", leaves_qty="0"), "4", "4",
                                   text=p.reason)
     # refused by the cell before acceptance
     table, pair = h.table, h.event.pair_id
@@ -458,11 +512,11 @@ def _order_rejected(p: OrderRejected, h: _Heard) -> list[Outbound]:
 
 
 def _order_accepted(p: OrderAccepted, h: _Heard) -> list[Outbound]:
-    return h.execution_report(replace(h.view_for(p), status="0"), "0", "0")
+    return h.execution_report(h.view_for(p, status="0"), "0", "0")
 
 
 def _order_canceled(p: OrderCanceled, h: _Heard) -> list[Outbound]:
-    v = replace(h.view_for(p), status="4", leaves_qty="0")
+    v = h.view_for(p, status="4", leaves_qty="0")
     cancel_clordid = p.cancel_client_order_id or None
     return h.execution_report(v, "4", "4", text=p.reason, cl_ord_id=cancel_clordid,
                               orig_cl_ord_id=v.cl_ord_id if cancel_clordid else "")
@@ -490,17 +544,19 @@ _MESSAGES: dict[type, Callable[[Any, _Heard], list[Outbound]]] = {
 
 
 def event_messages(event: Event, views: dict[str, OrderView | None], table: InstrumentTable,
-                   begin_string: str, roles: tuple[str, ...]) -> list[Outbound]:
+                   begin_string: str, roles: tuple[str, ...], transact_time: str = "") -> list[Outbound]:
     """The messages one session receives for ``event``.
 
     ``roles`` says which of the event's orders this session hears about: ``("order",)`` for
     single-order events, ``("maker", "taker")`` subsets for deals. ``views`` holds the
-    session's last view of each order id it already knows.
+    session's last view of each order id it already knows. With ``transact_time`` (UTC, as
+    QuickFIX writes it) the ExecutionReports come with their ``text`` made, that TransactTime in
+    it (``report_text``); other messages, and every message without it, come as fields.
     """
     build = _MESSAGES.get(type(event.payload))
     if build is None:
         raise ValueError(f"no FIX message for event type {event.type}")
-    return build(event.payload, _Heard(event, views, table, begin_string, roles))
+    return build(event.payload, _Heard(event, views, table, begin_string, roles, transact_time))
 
 
 REFUSED_REF_MSG_TYPE = {"place": "D", "cancel": "F", "replace": "G"}

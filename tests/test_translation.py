@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from fixgw import fixmsg
 from fixgw import translation as tr
 from fixgw.dispatcher import order_ids
 from matching.contracts import DealExecuted, Event, EventPayload, EventType
@@ -152,6 +153,43 @@ def test_reports_of_random_flows_keep_cum_leaves_avgpx_and_execid_invariants(see
                         assert Decimal(f[6]) == exact.quantize(tick / Decimal(10) ** 8), "AvgPx exact"
                     views[order] = out.view
     assert reports > 300 and fills, "the flow exercised fills"
+
+
+@pytest.mark.parametrize("begin_string", VERSIONS)
+@pytest.mark.parametrize("seed", range(3))
+def test_reports_made_as_text_are_byte_for_byte_what_their_fields_make(seed: int, begin_string: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dispatcher asks for ExecutionReports as text (``transact_time`` given): every message of
+    random flows, as an owner that knows its orders, as one that knows none (a drop copy), and as
+    one whose stored views have empty fields (``body_text`` leaves those out), is the text the
+    message's fields make."""
+    monkeypatch.setattr(fixmsg, "wall_ns", lambda: 1_796_000_000_123_000_000)
+    made = fixmsg.transact_time()
+    cell = Cell(TEST_INSTRUMENTS)
+    views: dict[tuple[str, str], tr.OrderView] = {}
+    as_text = 0
+    for cmd in random_flow(seed, 400):
+        for n, payload in enumerate(cell.apply(cmd).events):
+            event = Event(f"{cmd.command_id}:{n}", 0, cmd.pair_id, cmd.command_id, payload)
+            for owner, roles in owners(event).items():
+                ids = order_ids(event, roles)
+                knowing = {oid: views.get((owner, oid)) for oid in ids}
+                hollow = {oid: msgspec.structs.replace(v, account="", symbol="") if v else None
+                          for oid, v in knowing.items()}
+                for known in (knowing, dict.fromkeys(ids), hollow):
+                    fields = tr.event_messages(event, known, TABLE, begin_string, roles)
+                    texts = tr.event_messages(event, known, TABLE, begin_string, roles, made)
+                    assert [(o.msg_type, o.view, o.inbox_id, o.order_id) for o in texts] == \
+                        [(o.msg_type, o.view, o.inbox_id, o.order_id) for o in fields]
+                    for with_text, with_fields in zip(texts, fields):
+                        assert not with_fields.text
+                        expected = fixmsg.body_text(with_fields.msg_type, with_fields.fields)
+                        assert (with_text.text or fixmsg.body_text(with_text.msg_type, with_text.fields)) == expected
+                        as_text += bool(with_text.text)
+                for out in tr.event_messages(event, knowing, TABLE, begin_string, roles):
+                    if out.view is not None:
+                        views[(owner, out.order_id)] = out.view
+    assert as_text > 600, "most reports were made as text"
 
 
 def test_clordid_record_is_stored_as_a_json_object_that_earlier_records_still_decode_as() -> None:
