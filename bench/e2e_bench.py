@@ -20,9 +20,11 @@ defaults (its threads left to the OS).
 
 Idle CPUs spin through the whole run, the raw echo's included, when config/fixgw.toml keeps
 them awake as ``fixgw up`` does (``[embedded] keep_cpus_awake``; ``--cpus-sleep``: they halt).
-The load generator is ``bench/loadclient.py``, a process of its own.
+The load generator is a process of its own: ``bench/loadclient.cpp``, compiled on first use
+(g++), or ``bench/loadclient.py`` where it cannot be or with ``--python-load`` (the same orders
+and figures; the C++ one spends a fraction of the CPU, which counts in the whole system's).
 
-    .venv/bin/python bench/e2e_bench.py [--orders 2000] [--rate 2000] [--seconds 5] [--cpus-sleep]
+    .venv/bin/python bench/e2e_bench.py [--orders 2000] [--rate 2000] [--seconds 5] [--cpus-sleep] [--python-load]
 """
 
 from __future__ import annotations
@@ -66,16 +68,38 @@ STAGES = ("fix-front", "intake", "dispatcher")  # the gateway's threads that liv
 REST = "QuickFIX's session threads and the rest"
 PIPELINE = 50  # orders a write in the throughput run (bench/loadclient.py)
 LOAD_CLIENT = ROOT / "bench" / "loadclient.py"  # the load generator, a process of its own
+NATIVE_LOAD_CLIENT = ROOT / "bench" / "loadclient.cpp"  # the same in C++, at a fraction of its CPU
+NATIVE_LOAD_BUILT = ROOT / "build" / "loadclient"  # (compiled on first use: ``load_client``)
 # The gateway as `fixgw up` runs it (config/fixgw.toml): every thread on one CPU (fixgw/affinity.py),
 # and the shipped file's linger in its dispatcher.
 DISPATCH_LINGER = read_toml(DEFAULT_CONFIG)["gateway"]["dispatch_linger"]
 PINNED = f'cpu_affinity = "auto"\ndispatch_linger = "{DISPATCH_LINGER}"'
 
 
+def load_client(python_only: bool = False) -> tuple[list[str], str]:
+    """The load generator's command and its name: ``bench/loadclient.cpp``, compiled here when it
+    is newer than its build (g++, as ``make`` installs it), else ``bench/loadclient.py``. Both
+    run the same orders and print the same figures; the C++ one spends a fraction of the CPU, and
+    the load generator's CPU is part of the whole system's an order."""
+    python = ([sys.executable, str(LOAD_CLIENT)], "Python (bench/loadclient.py)")
+    if python_only:
+        return python
+    built = NATIVE_LOAD_BUILT
+    if not built.exists() or built.stat().st_mtime < NATIVE_LOAD_CLIENT.stat().st_mtime:
+        built.parent.mkdir(exist_ok=True)
+        try:
+            subprocess.run(["g++", "-std=c++17", "-O2", "-o", str(built), str(NATIVE_LOAD_CLIENT)], check=True,
+                           capture_output=True, text=True)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            why = exc.stderr.strip().splitlines()[-1] if isinstance(exc, subprocess.CalledProcessError) else exc
+            return python[0], f"{python[1]}: bench/loadclient.cpp not built ({why})"
+    return [str(built)], "C++ (bench/loadclient.cpp)"
+
+
 def measure(port: int, args: argparse.Namespace, rate: float | None = None, orders: int | None = None,
             seconds: float | None = None) -> dict[str, Any]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run([sys.executable, str(LOAD_CLIENT), str(port), "--orders", str(orders or args.orders),
+    out = subprocess.run([*args.load, str(port), "--orders", str(orders or args.orders),
                           "--rate", str(rate or args.rate), "--seconds", str(seconds or args.seconds)],
                          capture_output=True, text=True, check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -291,9 +315,12 @@ def main() -> None:
     ap.add_argument("--trace-rate", type=float, default=50, help="one order at a time, each traced through Valkey")
     ap.add_argument("--cells-anywhere", action="store_true",
                     help="leave the cells to the OS instead of on the CPUs the gateway leaves (fixgw up's placement)")
+    ap.add_argument("--python-load", action="store_true",
+                    help="the load generator in Python (bench/loadclient.py) even where the C++ one builds")
     ap.add_argument("--cpus-sleep", action="store_true",
                     help="let idle CPUs halt, whatever config/fixgw.toml's [embedded] keep_cpus_awake says")
     args = ap.parse_args()
+    args.load, args.load_name = load_client(args.python_load)  # (``measure`` runs it)
     # As `fixgw up` runs: idle CPUs spin (fixgw/awake.py), for the raw echo as for fixgw.
     awake = None
     if read_toml(DEFAULT_CONFIG).get("embedded", {}).get("keep_cpus_awake") and not args.cpus_sleep:
@@ -401,7 +428,7 @@ def run(args: argparse.Namespace) -> None:
     print(f"\nNewOrderSingle → first ExecutionReport; client in a separate process; "
           f"{args.orders} orders for throughput, {args.rate:.0f}/s for {args.seconds:.0f}s for latency; "
           f"the gateway's send path {sendpath.described(sendpath.chosen('auto'))}, Valkey's allocator "
-          f"{'jemalloc' if jemalloc_library() else 'the C library’s'}\n")
+          f"{'jemalloc' if jemalloc_library() else 'the C library’s'}, the load generator {args.load_name}\n")
     print(f"{'':44} {'orders/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'answered':>9}")
     print(f"{'raw QuickFIX echo (MemoryStore, no matching)':44} {raw['throughput']:9.0f} {raw['p50_ms']:8.2f} "
           f"{raw['p99_ms']:8.2f} {raw['answered']:>5}/{raw['paced']}")
