@@ -3,6 +3,7 @@ reports of random flows through the real matching domain keeping FIX's invariant
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -113,45 +114,51 @@ def owners(event: Event) -> dict[str, tuple[str, ...]]:
     return {o: tuple(r) for o, r in out.items()}
 
 
+def heard(seed: int, n: int) -> Iterator[tuple[Event, str, tuple[str, ...], list[str]]]:
+    """Every event of a random flow of ``n`` commands through the matching domain, once for each
+    owner it concerns: (event, owner, the owner's roles in it, the owner's order ids in it)."""
+    cell = Cell(TEST_INSTRUMENTS)
+    for cmd in random_flow(seed, n):
+        for i, payload in enumerate(cell.apply(cmd).events):
+            event = Event(f"{cmd.command_id}:{i}", 0, cmd.pair_id, cmd.command_id, payload)
+            for owner, roles in owners(event).items():
+                yield event, owner, roles, order_ids(event, roles)
+
+
 @pytest.mark.parametrize("begin_string", VERSIONS)
 @pytest.mark.parametrize("seed", range(4))
 def test_reports_of_random_flows_keep_cum_leaves_avgpx_and_execid_invariants(seed: int, begin_string: str) -> None:
-    cell = Cell(TEST_INSTRUMENTS)
     views: dict[tuple[str, str], tr.OrderView] = {}
     exec_ids: set[tuple[str, str]] = set()
     fills: dict[tuple[str, str], list[tuple[Decimal, Decimal]]] = {}
     reports = 0
-    for cmd in random_flow(seed, 600):
-        for n, payload in enumerate(cell.apply(cmd).events):
-            event = Event(f"{cmd.command_id}:{n}", 0, cmd.pair_id, cmd.command_id, payload)
-            for owner, roles in owners(event).items():
-                ids = order_ids(event, roles)
-                known = {oid: views.get((owner, oid)) for oid in ids}
-                for out in tr.event_messages(event, known, TABLE, begin_string, roles):
-                    key = (owner, out.inbox_id)
-                    assert key not in exec_ids, f"ExecID {out.inbox_id} twice"
-                    exec_ids.add(key)
-                    if out.msg_type != "8" or out.view is None:
-                        continue
-                    reports += 1
-                    f = dict(out.fields)
-                    order = (owner, out.order_id)
-                    cum, leaves, qty = Decimal(f[14]), Decimal(f[151]), Decimal(f[38])
-                    if f[39] in "48C3":
-                        assert leaves == 0, f
-                    else:
-                        assert cum + leaves == qty, f"CumQty + LeavesQty = OrderQty: {f}"
-                    before = views.get(order)
-                    assert before is None or cum >= Decimal(before.cum_qty), "CumQty never goes back"
-                    if 32 in f:
-                        fills.setdefault(order, []).append((Decimal(f[31]), Decimal(f[32])))
-                    done = fills.get(order, [])
-                    assert cum == sum((q for _, q in done), Decimal(0)), "CumQty is the sum of LastQty"
-                    if done:
-                        exact = sum((p * q for p, q in done), Decimal(0)) / cum
-                        tick = TABLE.pair(cmd.pair_id).tick_size  # type: ignore[union-attr]
-                        assert Decimal(f[6]) == exact.quantize(tick / Decimal(10) ** 8), "AvgPx exact"
-                    views[order] = out.view
+    for event, owner, roles, ids in heard(seed, 600):
+        known = {oid: views.get((owner, oid)) for oid in ids}
+        for out in tr.event_messages(event, known, TABLE, begin_string, roles):
+            key = (owner, out.inbox_id)
+            assert key not in exec_ids, f"ExecID {out.inbox_id} twice"
+            exec_ids.add(key)
+            if out.msg_type != "8" or out.view is None:
+                continue
+            reports += 1
+            f = dict(out.fields)
+            order = (owner, out.order_id)
+            cum, leaves, qty = Decimal(f[14]), Decimal(f[151]), Decimal(f[38])
+            if f[39] in "48C3":
+                assert leaves == 0, f
+            else:
+                assert cum + leaves == qty, f"CumQty + LeavesQty = OrderQty: {f}"
+            before = views.get(order)
+            assert before is None or cum >= Decimal(before.cum_qty), "CumQty never goes back"
+            if 32 in f:
+                fills.setdefault(order, []).append((Decimal(f[31]), Decimal(f[32])))
+            done = fills.get(order, [])
+            assert cum == sum((q for _, q in done), Decimal(0)), "CumQty is the sum of LastQty"
+            if done:
+                exact = sum((p * q for p, q in done), Decimal(0)) / cum
+                tick = TABLE.pair(event.pair_id).tick_size  # type: ignore[union-attr]
+                assert Decimal(f[6]) == exact.quantize(tick / Decimal(10) ** 8), "AvgPx exact"
+            views[order] = out.view
     assert reports > 300 and fills, "the flow exercised fills"
 
 
@@ -165,30 +172,25 @@ def test_reports_made_as_text_are_byte_for_byte_what_their_fields_make(seed: int
     message's fields make."""
     monkeypatch.setattr(fixmsg, "wall_ns", lambda: 1_796_000_000_123_000_000)
     made = fixmsg.transact_time()
-    cell = Cell(TEST_INSTRUMENTS)
     views: dict[tuple[str, str], tr.OrderView] = {}
     as_text = 0
-    for cmd in random_flow(seed, 400):
-        for n, payload in enumerate(cell.apply(cmd).events):
-            event = Event(f"{cmd.command_id}:{n}", 0, cmd.pair_id, cmd.command_id, payload)
-            for owner, roles in owners(event).items():
-                ids = order_ids(event, roles)
-                knowing = {oid: views.get((owner, oid)) for oid in ids}
-                hollow = {oid: msgspec.structs.replace(v, account="", symbol="") if v else None
-                          for oid, v in knowing.items()}
-                for known in (knowing, dict.fromkeys(ids), hollow):
-                    fields = tr.event_messages(event, known, TABLE, begin_string, roles)
-                    texts = tr.event_messages(event, known, TABLE, begin_string, roles, made)
-                    assert [(o.msg_type, o.view, o.inbox_id, o.order_id) for o in texts] == \
-                        [(o.msg_type, o.view, o.inbox_id, o.order_id) for o in fields]
-                    for with_text, with_fields in zip(texts, fields):
-                        assert not with_fields.text
-                        expected = fixmsg.body_text(with_fields.msg_type, with_fields.fields)
-                        assert (with_text.text or fixmsg.body_text(with_text.msg_type, with_text.fields)) == expected
-                        as_text += bool(with_text.text)
-                for out in tr.event_messages(event, knowing, TABLE, begin_string, roles):
-                    if out.view is not None:
-                        views[(owner, out.order_id)] = out.view
+    for event, owner, roles, ids in heard(seed, 400):
+        knowing = {oid: views.get((owner, oid)) for oid in ids}
+        hollow = {oid: msgspec.structs.replace(v, account="", symbol="") if v else None
+                  for oid, v in knowing.items()}
+        for known in (knowing, dict.fromkeys(ids), hollow):
+            fields = tr.event_messages(event, known, TABLE, begin_string, roles)
+            texts = tr.event_messages(event, known, TABLE, begin_string, roles, made)
+            assert [(o.msg_type, o.view, o.inbox_id, o.order_id) for o in texts] == \
+                [(o.msg_type, o.view, o.inbox_id, o.order_id) for o in fields]
+            for with_text, with_fields in zip(texts, fields):
+                assert not with_fields.text
+                expected = fixmsg.body_text(with_fields.msg_type, with_fields.fields)
+                assert (with_text.text or fixmsg.body_text(with_text.msg_type, with_text.fields)) == expected
+                as_text += bool(with_text.text)
+        for out in tr.event_messages(event, knowing, TABLE, begin_string, roles):
+            if out.view is not None:
+                views[(owner, out.order_id)] = out.view
     assert as_text > 600, "most reports were made as text"
 
 
