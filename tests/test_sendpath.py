@@ -6,6 +6,7 @@ nothing after it is sent from C++; every other callback reaches the Python appli
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,12 @@ def test_committed_sends_go_out_from_cpp_and_a_miss_goes_to_python_with_its_deli
         client.send("35=A\x0198=0\x01108=30\x01")
         assert b"\x0135=A\x01" in (client.read(5) or b"")
         assert ("fromAdmin", "A") in app.calls and ("toAdmin", "A") in app.calls, "admin callbacks reach Python"
+        # QuickFIX runs onLogon after it has sent the Logon's answer: the client can read the
+        # answer first, so the callbacks below are counted only once onLogon is in.
+        deadline = time.monotonic() + 5
+        while ("onLogon", "") not in app.calls and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ("onLogon", "") in app.calls, "onLogon reaches Python"
         sid = fix.SessionID("FIX.4.4", "FIXGW", "CLIENT1")
         stamp = sending_time()
         committed = [filled_body(REPORT, "FIX.4.4", "FIXGW", "CLIENT1", seq, stamp) for seq in (2, 3)]
