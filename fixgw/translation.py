@@ -335,7 +335,7 @@ def report_text(view: OrderView, *, exec_id: str, kind: str, status: str, begin_
     s = _SOH
     return (f"35=8{s}{f'1={v.account}{s}' if v.account else ''}6={v.avg_px}{s}11={clordid}{s}14={v.cum_qty}{s}"
             f"17={exec_id}{s}{_EXEC_TRANS_NEW if begin_string == 'FIX.4.2' else ''}"
-            f"{f'31={last[0]}{s}32={last[1]}{s}' if last is not None and last[0] and last[1] else _last(last)}"
+            f"{_last(last)}"
             f"37={v.order_id}{s}38={v.quantity}{s}39={status}{s}40={v.ord_type}{s}"
             f"{f'41={orig_cl_ord_id}{s}' if orig_cl_ord_id else ''}{f'44={v.price}{s}' if v.price else ''}"
             f"54={v.side}{s}55={v.symbol}{s}{f'58={text}{s}' if text else ''}59={v.time_in_force}{s}"
@@ -344,7 +344,7 @@ def report_text(view: OrderView, *, exec_id: str, kind: str, status: str, begin_
 
 
 def _last(last: tuple[str, str] | None) -> str:
-    """LastPx and LastQty where one of them is empty (``body_text`` leaves an empty field out)."""
+    """LastPx and LastQty, each left out when empty (as ``body_text`` leaves an empty field out)."""
     if last is None:
         return ""
     return (f"31={last[0]}{_SOH}" if last[0] else "") + (f"32={last[1]}{_SOH}" if last[1] else "")
