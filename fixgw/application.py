@@ -99,10 +99,11 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         text), the first number whose entry QuickFIX was given at takeover (``takeover_preload``);
         ``complete_local_copy`` puts the older entries back (``filestore.complete_header``).
         ``native``: the send path in C++ (``fixgw.sendpath``); QuickFIX's acceptor must then
-        be given ``engine_application()``."""
+        be given ``engine_application()`` and ``engine_store(...)``. Its store answers a
+        ResendRequest from Redis, so nothing held back at takeover needs putting back."""
         super().__init__()
         self.native = native
-        self._held_back = dict(held_back or {})
+        self._held_back = dict(held_back or {}) if native is None else {}
         self.schedule_problem = schedule_problem  # why a session may not log on now (its group, its schedule)
         # Sessions listed but served by another group (key texts): nothing of theirs is stored here
         # (their keys are not this gateway's to write); only a refused Logon's Logout is ever sent.
@@ -285,12 +286,6 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
             return False
         self._sent_committed(text, [delivery])
         return True
-
-    def engine_application(self) -> Any:
-        """What QuickFIX's acceptor is given: this application, or with the native send path a
-        C++ one in front of it, which checks the committed sends itself and passes everything
-        else here."""
-        return self.native.front(self) if self.native is not None else self
 
     def fromAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:  # noqa: N802
         self.last_in[sid.toString()] = time.time()

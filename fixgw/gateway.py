@@ -291,7 +291,8 @@ class Gateway:
             self.message_log = MessageLogFactory(state_dir / "log")
             logs.append(self.message_log)
         self.acceptor = fix.ThreadedSocketAcceptor(self.application.engine_application(),
-                                                   fix.FileStoreFactory(qf_settings), qf_settings, *logs)
+                                                   self.application.engine_store(fix.FileStoreFactory(qf_settings)),
+                                                   qf_settings, *logs)
         # before the first connection: a request must never find it unstarted
         self.behaviour.start(self.context(self.application))
         self.acceptor.start()

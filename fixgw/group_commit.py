@@ -60,7 +60,8 @@ class _Outgoing:
 
 class GroupCommit:
     """``deliver_many`` and ``answer``: what the dispatcher and the intake call to commit, then
-    send. The state is ``GatewayApplication``'s (declared here for the type checker)."""
+    send; and what QuickFIX's acceptor is given for it (its application and its message store).
+    The state is ``GatewayApplication``'s (declared here for the type checker)."""
 
     stores: dict[str, SessionStore]
     intake: Intake
@@ -81,6 +82,29 @@ class GroupCommit:
 
     def _session_of(self, sid: fix.SessionID) -> tuple[str, SessionConfig, SessionKey, SessionStore]:
         raise NotImplementedError
+
+    def engine_application(self) -> Any:
+        """What QuickFIX's acceptor is given: this application, or with the native send path a
+        C++ one in front of it, which checks the committed sends itself and passes everything
+        else here."""
+        return self.native.front(self) if self.native is not None else self
+
+    def engine_store(self, files: fix.FileStoreFactory) -> Any:
+        """What QuickFIX's acceptor is given as its message store: the session's files
+        (``filestore.py``, written from Redis at takeover), or with the native send path a store
+        that writes nothing (Redis holds every message it is given: the group commit, toApp,
+        toAdmin) and answers a ResendRequest from Redis (``stored_messages``)."""
+        return self.native.committed_store(files, self.stored_messages) if self.native is not None else files
+
+    def stored_messages(self, text: str, first: int, last: int) -> list[bytes]:
+        """The session's stored messages numbered ``first``..``last``, whole, in order (the native
+        store's ResendRequests, on the session's thread). Raises when Redis cannot say: QuickFIX
+        then disconnects rather than gap-fill what it could not read."""
+        cfg, key = self._keys[text]
+        found = [record.body for record in self.stores[cfg.gateway].iter_messages(key, first, last)]
+        log.info("%s: a ResendRequest for %d..%d answered from the session store (%d stored messages)",
+                 key, first, last, len(found))
+        return found
 
     def answer(self, sid: fix.SessionID, delivery: SessionMessage, inbound_seq: int | None = None,
                then: Callable[[], None] | None = None) -> None:

@@ -19,9 +19,11 @@ from fixgw import sendpath
 from fixgw.config import GatewaySettings
 from fixgw.fixat import RawSession
 from fixgw.fixmsg import body_text, filled_body, sending_time
+from tests.gateway_helpers import body_without
 
 REPORT = body_text("8", [(6, "0"), (11, "c-1"), (14, "0"), (17, "e-1"), (37, "o-1"), (38, "10"), (39, "0"),
                          (54, "1"), (55, "T16"), (150, "0"), (151, "10")])
+RESEND_CHANGES = {"43", "122", "52", "9", "10"}  # PossDupFlag, OrigSendingTime, SendingTime, BodyLength, CheckSum
 
 
 def test_the_extension_is_built_and_order_path_chooses_it() -> None:
@@ -113,6 +115,68 @@ def test_committed_sends_go_out_from_cpp_and_a_miss_goes_to_python_with_its_deli
         # A message not committed (no bytes) goes to Python too.
         assert sendpath.native.send_committed(sid, [REPORT], [b""], [""], missed.append) == "p"
         assert missed == [2, 0]
+    finally:
+        client.close()
+        acceptor.stop()
+
+
+def test_the_committed_store_writes_no_message_keeps_the_numbers_and_resends_what_the_store_holds() -> None:
+    """QuickFIX's store on the native path (``committed_store``): the messages QuickFIX stores are
+    already in Redis, so its files get none of them; the numbers go on in memory; a
+    ResendRequest is answered with what ``fetch`` reads (whole messages, PossDupFlag=Y); and
+    when ``fetch`` fails, QuickFIX does not gap-fill what it could not read: it disconnects."""
+    assert sendpath.native is not None, sendpath.why_not
+    port = free_port()
+    settings = GatewaySettings(port=port, http_port=0, session=[{"name": "CLIENT1", "begin_string": "FIX.4.4"}])
+    state = Path(tempfile.mkdtemp())
+    (state / "qf.cfg").write_text(settings.quickfix_settings(state / "store"))
+    qf = fix.SessionSettings(str(state / "qf.cfg"))
+    held: dict[int, bytes] = {}  # what the session store holds (the group commit wrote it)
+    asked: list[tuple[str, int, int]] = []
+    failing: list[str] = []
+
+    def fetch(text: str, first: int, last: int) -> list[bytes]:
+        asked.append((text, first, last))
+        if failing:
+            raise ConnectionError(failing[0])
+        return [held[seq] for seq in range(first, last + 1) if seq in held]
+
+    app = Recorder()
+    acceptor = fix.ThreadedSocketAcceptor(sendpath.native.front(app),
+                                          sendpath.native.committed_store(fix.FileStoreFactory(qf), fetch), qf)
+    acceptor.start()
+    client = RawSession(port, "CLIENT1", "FIXGW")
+    files = state / "store"
+    try:
+        client.send("35=A\x0198=0\x01108=30\x01")
+        assert b"\x0135=A\x01" in (client.read(5) or b"")
+        sid = fix.SessionID("FIX.4.4", "FIXGW", "CLIENT1")
+        session = fix.Session.lookupSession(sid)
+        stamp = sending_time()
+        committed = [filled_body(REPORT, "FIX.4.4", "FIXGW", "CLIENT1", seq, stamp) for seq in (2, 3, 4)]
+        held.update(zip((2, 3, 4), committed))
+        assert sendpath.native.send_committed(sid, [REPORT] * 3, committed, [stamp] * 3, lambda i: None) == "mmm"
+        assert [client.read(5) for _ in range(3)] == committed
+        assert session.getExpectedSenderNum() == 5 and session.getExpectedTargetNum() == 2
+        assert all(path.stat().st_size == 0 for path in files.glob("*.body")), "no message written to the files"
+        assert all(path.stat().st_size == 0 for path in files.glob("*.header"))
+
+        client.send("35=2\x017=2\x0116=0\x01")  # everything from 2 on
+        resent = [client.read(5) for _ in range(3)]
+        assert asked == [("FIX.4.4:FIXGW->CLIENT1", 2, 4)], "read up to the last number sent"
+        for original, again in zip(committed, resent):
+            assert again is not None and b"\x0143=Y\x01" in again
+            assert body_without(again, RESEND_CHANGES) == body_without(original, RESEND_CHANGES)
+        assert session.getExpectedSenderNum() == 5 and session.getExpectedTargetNum() == 3
+
+        failing.append("the session store is unreachable")
+        client.send("35=2\x017=2\x0116=0\x01")
+        deadline = time.monotonic() + 5
+        answer = client.read(5)
+        while answer is not None and time.monotonic() < deadline:
+            assert b"\x0135=4\x01" not in answer, "no gap fill for messages the store could not read"
+            answer = client.read(5)
+        assert answer is None, "the connection is closed: the client asks again once it is back"
     finally:
         client.close()
         acceptor.stop()
