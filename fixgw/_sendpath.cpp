@@ -21,6 +21,7 @@
 #include <Python.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "Application.h"
@@ -354,9 +355,80 @@ PyObject* committed_store(PyObject*, PyObject* args) {
   return reinterpret_cast<PyObject*>(made);
 }
 
+// inbound_parts(message, header_tags) -> (text, MsgType, MsgSeqNum, PossDupFlag=Y, PossResend=Y,
+// body fields): ``fixmsg.inbound`` for a quickfix.Message, made here from one toString. The same
+// rules, so the same result: the text cut at SOH, each part cut at its first '='; a part whose
+// tag is not 1-10 ASCII digits is skipped; a tag in ``header_tags`` (a frozenset of int) is a
+// header field, any other but CheckSum a body field; the first of each tag wins. Values are
+// decoded as the bindings decode the whole text (UTF-8, bytes that are not as surrogates): SOH
+// and '=' never fall inside a UTF-8 sequence, so decoding part by part gives the same strings.
+PyObject* inbound_parts(PyObject*, PyObject* args) {
+  PyObject *msg_obj, *header_tags;
+  if (!PyArg_ParseTuple(args, "OO!", &msg_obj, &PyFrozenSet_Type, &header_tags)) return nullptr;
+  auto* message = static_cast<FIX::Message*>(pointer_of(msg_obj, "message"));
+  if (message == nullptr) return nullptr;
+  std::string text;
+  Py_BEGIN_ALLOW_THREADS
+  message->toString(text);
+  Py_END_ALLOW_THREADS
+  // The header's fields that ``Inbound`` keeps: MsgType, MsgSeqNum, PossDupFlag, PossResend.
+  const long wanted[4] = {35, 34, 43, 97};
+  std::string_view kept[4];
+  bool seen[4] = {false, false, false, false};
+  PyObject* body = PyDict_New();
+  if (body == nullptr) return nullptr;
+  const char* data = text.data();
+  size_t size = text.size(), start = 0;
+  while (start <= size) {
+    size_t end = text.find('\x01', start);
+    if (end == std::string::npos) end = size;
+    size_t eq = text.find('=', start);
+    if (eq != std::string::npos && eq < end && eq > start && eq - start <= 10) {
+      long tag = 0;
+      bool digits = true;
+      for (size_t i = start; i < eq; i++) {
+        if (data[i] < '0' || data[i] > '9') { digits = false; break; }
+        tag = tag * 10 + (data[i] - '0');
+      }
+      if (digits) {
+        std::string_view value(data + eq + 1, end - eq - 1);
+        PyObject* key = PyLong_FromLong(tag);
+        if (key == nullptr) { Py_DECREF(body); return nullptr; }
+        int header = PySet_Contains(header_tags, key);
+        int present = header ? 0 : PyDict_Contains(body, key);
+        if (header < 0 || present < 0) { Py_DECREF(key); Py_DECREF(body); return nullptr; }
+        if (header) {
+          for (int w = 0; w < 4; w++)
+            if (wanted[w] == tag && !seen[w]) { kept[w] = value; seen[w] = true; }
+        } else if (tag != 10 && !present) {
+          PyObject* v = PyUnicode_DecodeUTF8(value.data(), static_cast<Py_ssize_t>(value.size()), "surrogateescape");
+          if (v == nullptr || PyDict_SetItem(body, key, v) < 0) { Py_XDECREF(v); Py_DECREF(key); Py_DECREF(body); return nullptr; }
+          Py_DECREF(v);
+        }
+        Py_DECREF(key);
+      }
+    }
+    start = end + 1;
+  }
+  auto decoded = [](std::string_view v) {
+    return PyUnicode_DecodeUTF8(v.data(), static_cast<Py_ssize_t>(v.size()), "surrogateescape");
+  };
+  PyObject* whole = PyUnicode_DecodeUTF8(data, static_cast<Py_ssize_t>(size), "surrogateescape");
+  PyObject* msg_type = decoded(kept[0]);
+  PyObject* seq = decoded(kept[1]);
+  if (whole == nullptr || msg_type == nullptr || seq == nullptr) {
+    Py_XDECREF(whole); Py_XDECREF(msg_type); Py_XDECREF(seq); Py_DECREF(body);
+    return nullptr;
+  }
+  PyObject* poss_dup = PyBool_FromLong(seen[2] && kept[2] == "Y");
+  PyObject* poss_resend = PyBool_FromLong(seen[3] && kept[3] == "Y");
+  return Py_BuildValue("(NNNNNN)", whole, msg_type, seq, poss_dup, poss_resend, body);
+}
+
 PyMethodDef methods[] = {
     {"front", front, METH_VARARGS, "A C++ application in front of a quickfix.Application."},
     {"send_committed", send_committed, METH_VARARGS, "Send committed messages, checked in C++."},
+    {"inbound_parts", inbound_parts, METH_VARARGS, "fixmsg.inbound's parts of a quickfix.Message, from one toString."},
     {"committed_store", committed_store, METH_VARARGS, "QuickFIX's message store over Redis, the files giving the numbers."},
     {nullptr, nullptr, 0, nullptr},
 };

@@ -41,7 +41,7 @@ from .config import SessionConfig
 from .context import Behaviour, CallbackWatch, die
 from .credentials import LogonLockout, credentials_problem, hash_password, new_password_problem
 from .engine_drops import EngineDrops
-from .fixmsg import Inbound, SessionMessage, business_reject, inbound, sending_time, wire_bytes
+from .fixmsg import Inbound, SessionMessage, business_reject, inbound_reader, sending_time, wire_bytes
 from .group_commit import GroupCommit
 from .inputs import MAX_SEQ_NUM, logon_problem, split_fields
 from .intake import Intake
@@ -103,6 +103,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
         ResendRequest from Redis, so nothing held back at takeover needs putting back."""
         super().__init__()
         self.native = native
+        self._inbound = inbound_reader(native)  # an inbound message's fields, read once
         self._held_back = dict(held_back or {}) if native is None else {}
         self.schedule_problem = schedule_problem  # why a session may not log on now (its group, its schedule)
         # Sessions listed but served by another group (key texts): nothing of theirs is stored here
@@ -395,7 +396,7 @@ class GatewayApplication(GroupCommit, fix.Application):  # a SWIG director base
                 if FAIL_IN_CALLBACK:
                     self._injected_fault("fromApp")
                 cfg, _ = self._keys[text]
-                parsed = inbound(message)
+                parsed = self._inbound(message)
                 self.behaviour.on_app_message(parsed, sid, cfg)
             except QUICKFIX_SIGNAL:
                 raise  # a session-level reject QuickFIX builds itself (and records the number)

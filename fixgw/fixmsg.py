@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import ModuleType
 
 import quickfix as fix
 
@@ -107,6 +108,16 @@ def inbound(message: fix.Message) -> Inbound:
             body[tag] = value
     return Inbound(text, header.get(35, ""), header.get(34, ""), header.get(43) == "Y", header.get(97) == "Y",
                    body)
+
+
+def inbound_reader(native: ModuleType | None) -> Callable[[fix.Message], Inbound]:
+    """``inbound``, or with the native order path the same made in C++ from one ``toString``
+    (``inbound_parts`` in ``fixgw/_sendpath.cpp``: the same rules, the same result; ~10 µs an
+    order less on QuickFIX's session thread, with the interpreter held)."""
+    if native is None:
+        return inbound
+    parts = native.inbound_parts
+    return lambda message: Inbound(*parts(message, QUICKFIX_HEADER_TAGS))
 
 
 def build(msg_type: str, fields: list[tuple[int, str]]) -> fix.Message:

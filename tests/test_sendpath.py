@@ -18,7 +18,7 @@ from datastore.settings import ConfigError
 from fixgw import sendpath
 from fixgw.config import GatewaySettings
 from fixgw.fixat import RawSession
-from fixgw.fixmsg import body_text, filled_body, sending_time
+from fixgw.fixmsg import Inbound, body_text, filled_body, inbound, inbound_reader, sending_time
 from tests.gateway_helpers import body_without
 
 REPORT = body_text("8", [(6, "0"), (11, "c-1"), (14, "0"), (17, "e-1"), (37, "o-1"), (38, "10"), (39, "0"),
@@ -177,6 +177,43 @@ def test_the_committed_store_writes_no_message_keeps_the_numbers_and_resends_wha
             assert b"\x0135=4\x01" not in answer, "no gap fill for messages the store could not read"
             answer = client.read(5)
         assert answer is None, "the connection is closed: the client asks again once it is back"
+    finally:
+        client.close()
+        acceptor.stop()
+
+
+def test_an_inbound_message_with_bytes_that_are_not_utf8_reads_the_same_natively() -> None:
+    """A request as it comes off the wire (through QuickFIX, its dictionary checks passed) with
+    text that is not UTF-8: ``inbound_reader`` with the extension gives what ``inbound`` gives,
+    the bytes kept as the bindings keep them (surrogates)."""
+    assert sendpath.native is not None, sendpath.why_not
+    read = inbound_reader(sendpath.native)
+    seen: list[tuple[Inbound, Inbound]] = []
+
+    class Both(Recorder):
+        def fromApp(self, m: Any, s: Any) -> None:  # noqa: N802
+            seen.append((read(m), inbound(m)))
+
+    port = free_port()
+    settings = GatewaySettings(port=port, http_port=0, session=[{"name": "CLIENT1", "begin_string": "FIX.4.4"}])
+    state = Path(tempfile.mkdtemp())
+    (state / "qf.cfg").write_text(settings.quickfix_settings(state / "store"))
+    qf = fix.SessionSettings(str(state / "qf.cfg"))
+    acceptor = fix.ThreadedSocketAcceptor(sendpath.native.front(Both()), fix.MemoryStoreFactory(), qf)
+    acceptor.start()
+    client = RawSession(port, "CLIENT1", "FIXGW")
+    try:
+        client.send("35=A\x0198=0\x01108=30\x01")
+        assert b"\x0135=A\x01" in (client.read(5) or b"")
+        client.send(b"35=D\x0111=c-\xe9\xff\x0121=1\x0138=10\x0140=2\x0144=10.50\x0154=1\x0155=T16\x01"
+                    b"58=caf\xc3\xa9 \xff=\x0160=20261201-00:00:00.000\x01")
+        deadline = time.monotonic() + 5
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert seen, "the request reached fromApp"
+        native, python = seen[0]
+        assert native == python
+        assert native.fields[11] == "c-\udce9\udcff" and native.fields[58] == "café \udcff=" and native.fields[44] == "10.50"
     finally:
         client.close()
         acceptor.stop()
