@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,20 +76,36 @@ class Recorder(fix.Application):  # type: ignore[misc]
         self.calls.append(("toApp", m.getHeader().getField(34)))
 
 
-def test_committed_sends_go_out_from_cpp_and_a_miss_goes_to_python_with_its_delivery() -> None:
-    assert sendpath.native is not None, sendpath.why_not
+def started_acceptor(application: Any, store: Callable[[Any], Any] = lambda qf: fix.MemoryStoreFactory()
+                     ) -> tuple[Any, RawSession, Path]:
+    """A QuickFIX acceptor with the gateway's settings for CLIENT1 on a free port, given
+    ``application`` and the store ``store(settings)`` makes, and a client logged on to it;
+    and the acceptor's state directory (its files under ``store``)."""
     port = free_port()
     settings = GatewaySettings(port=port, http_port=0, session=[{"name": "CLIENT1", "begin_string": "FIX.4.4"}])
     state = Path(tempfile.mkdtemp())
     (state / "qf.cfg").write_text(settings.quickfix_settings(state / "store"))
     qf = fix.SessionSettings(str(state / "qf.cfg"))
-    app = Recorder()
-    acceptor = fix.ThreadedSocketAcceptor(sendpath.native.front(app), fix.MemoryStoreFactory(), qf)
+    acceptor = fix.ThreadedSocketAcceptor(application, store(qf), qf)
     acceptor.start()
     client = RawSession(port, "CLIENT1", "FIXGW")
+    client.send("35=A\x0198=0\x01108=30\x01")
+    assert b"\x0135=A\x01" in (client.read(5) or b"")
+    # QuickFIX answers the Logon before it counts the session logged on: a send in between
+    # would be stored and not sent.
+    session = fix.Session.lookupSession(fix.SessionID("FIX.4.4", "FIXGW", "CLIENT1"))
+    deadline = time.monotonic() + 5
+    while not session.isLoggedOn() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert session.isLoggedOn()
+    return acceptor, client, state
+
+
+def test_committed_sends_go_out_from_cpp_and_a_miss_goes_to_python_with_its_delivery() -> None:
+    assert sendpath.native is not None, sendpath.why_not
+    app = Recorder()
+    acceptor, client, _ = started_acceptor(sendpath.native.front(app))
     try:
-        client.send("35=A\x0198=0\x01108=30\x01")
-        assert b"\x0135=A\x01" in (client.read(5) or b"")
         assert ("fromAdmin", "A") in app.calls and ("toAdmin", "A") in app.calls, "admin callbacks reach Python"
         # QuickFIX runs onLogon after it has sent the Logon's answer: the client can read the
         # answer first, so the callbacks below are counted only once onLogon is in.
@@ -126,11 +143,6 @@ def test_the_committed_store_writes_no_message_keeps_the_numbers_and_resends_wha
     ResendRequest is answered with what ``fetch`` reads (whole messages, PossDupFlag=Y); and
     when ``fetch`` fails, QuickFIX does not gap-fill what it could not read: it disconnects."""
     assert sendpath.native is not None, sendpath.why_not
-    port = free_port()
-    settings = GatewaySettings(port=port, http_port=0, session=[{"name": "CLIENT1", "begin_string": "FIX.4.4"}])
-    state = Path(tempfile.mkdtemp())
-    (state / "qf.cfg").write_text(settings.quickfix_settings(state / "store"))
-    qf = fix.SessionSettings(str(state / "qf.cfg"))
     held: dict[int, bytes] = {}  # what the session store holds (the group commit wrote it)
     asked: list[tuple[str, int, int]] = []
     failing: list[str] = []
@@ -141,15 +153,10 @@ def test_the_committed_store_writes_no_message_keeps_the_numbers_and_resends_wha
             raise ConnectionError(failing[0])
         return [held[seq] for seq in range(first, last + 1) if seq in held]
 
-    app = Recorder()
-    acceptor = fix.ThreadedSocketAcceptor(sendpath.native.front(app),
-                                          sendpath.native.committed_store(fix.FileStoreFactory(qf), fetch), qf)
-    acceptor.start()
-    client = RawSession(port, "CLIENT1", "FIXGW")
+    acceptor, client, state = started_acceptor(
+        sendpath.native.front(Recorder()), lambda qf: sendpath.native.committed_store(fix.FileStoreFactory(qf), fetch))
     files = state / "store"
     try:
-        client.send("35=A\x0198=0\x01108=30\x01")
-        assert b"\x0135=A\x01" in (client.read(5) or b"")
         sid = fix.SessionID("FIX.4.4", "FIXGW", "CLIENT1")
         session = fix.Session.lookupSession(sid)
         stamp = sending_time()
@@ -194,17 +201,8 @@ def test_an_inbound_message_with_bytes_that_are_not_utf8_reads_the_same_natively
         def fromApp(self, m: Any, s: Any) -> None:  # noqa: N802
             seen.append((read(m), inbound(m)))
 
-    port = free_port()
-    settings = GatewaySettings(port=port, http_port=0, session=[{"name": "CLIENT1", "begin_string": "FIX.4.4"}])
-    state = Path(tempfile.mkdtemp())
-    (state / "qf.cfg").write_text(settings.quickfix_settings(state / "store"))
-    qf = fix.SessionSettings(str(state / "qf.cfg"))
-    acceptor = fix.ThreadedSocketAcceptor(sendpath.native.front(Both()), fix.MemoryStoreFactory(), qf)
-    acceptor.start()
-    client = RawSession(port, "CLIENT1", "FIXGW")
+    acceptor, client, _ = started_acceptor(sendpath.native.front(Both()))
     try:
-        client.send("35=A\x0198=0\x01108=30\x01")
-        assert b"\x0135=A\x01" in (client.read(5) or b"")
         client.send(b"35=D\x0111=c-\xe9\xff\x0121=1\x0138=10\x0140=2\x0144=10.50\x0154=1\x0155=T16\x01"
                     b"58=caf\xc3\xa9 \xff=\x0160=20261201-00:00:00.000\x01")
         deadline = time.monotonic() + 5
