@@ -26,14 +26,16 @@ COLUMNS = [("session", None), ("type", 35), ("ExecType", 150), ("OrdStatus", 39)
 def initiator_settings(path: Path, host: str, port: int, sid: fix.SessionID, store: Path,
                        reset_on_logon: bool = False) -> fix.SessionSettings:
     """QuickFIX settings for one initiator session (written to ``path``, where QuickFIX reads
-    them): the demo's clients and the tests' clients connect the same way."""
+    them): the demo's clients and the tests' clients connect the same way. The session never
+    starts a new period by itself (``NonStopSession``), as the gateway's sessions without a
+    schedule: with QuickFIX's default day (00:00 to 00:00 UTC) a client running over midnight
+    logged on again from number 1, and the gateway refused it as too low."""
     path.write_text(f"""[DEFAULT]
 ConnectionType=initiator
 SocketConnectHost={host}
 SocketConnectPort={port}
 FileStorePath={store}
-StartTime=00:00:00
-EndTime=00:00:00
+NonStopSession=Y
 HeartBtInt=30
 ReconnectInterval=1
 ResetOnLogon={'Y' if reset_on_logon else 'N'}
