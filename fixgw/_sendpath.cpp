@@ -133,7 +133,7 @@ PyObject* front(PyObject*, PyObject* args) {
 // The store QuickFIX keeps for one session (DESIGN §4: Redis is the source of truth). Every
 // message QuickFIX stores has been written to Redis first (the group commit, or toApp/toAdmin
 // for the rest), so ``set`` writes nothing, where the FileStore wrote each message twice (body
-// and index) and the numbers once more, a system call each: 6-11 % of the gateway's CPU at
+// and index) and the numbers once more, a system call each: 12 % of the gateway's CPU at
 // 2,000 orders/s. The session's files, written from Redis when the gateway takes over (or when
 // it puts a session's copy back: ``restore_local_copy``), give the numbers and the creation time
 // at ``create``, ``refresh`` and ``reset``; after that the numbers live here. A ResendRequest
