@@ -137,7 +137,7 @@ PyObject* front(PyObject*, PyObject* args) {
 // 2,000 orders/s. The session's files, written from Redis when the gateway takes over (or when
 // it puts a session's copy back: ``restore_local_copy``), give the numbers and the creation time
 // at ``create``, ``refresh`` and ``reset``; after that the numbers live here. A ResendRequest
-// reads the messages from Redis (``fetch``, in Python: a round trip per 64 chunks); a failure
+// reads the messages from Redis (``fetch``, in Python: a round trip per 16 chunks); a failure
 // there fails the resend as a file error would: QuickFIX disconnects, the client asks again.
 class CommittedStore : public FIX::MessageStore {
  public:
