@@ -220,6 +220,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         also = [f"--also={GatewayKey(store_settings.namespace, group).inbox_stream}"
                 for group, kind in settings.groups().items() if kind == "dc"]
         env["MATCHING_INBOX_DELIVERY"] = matching.inbox_delivery
+        env["MATCHING_BATCH_LINGER_MS"] = f"{matching.batch_linger * 1000:g}"
         if matching.transport == "rabbitmq":  # commands and events through the broker
             env["MATCHING_INBOX_DELIVERY"] = "outbox"
             also = []

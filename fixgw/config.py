@@ -211,6 +211,11 @@ class MatchingLink(BaseModel):
     # inboxes in the conductor's commit ("direct"), or relayed by the outbox worker ("outbox",
     # seed 000's relay). The rabbitmq transport always relays.
     inbox_delivery: Literal["direct", "outbox"] = "direct"
+    # For the cells `fixgw up` starts (MATCHING_BATCH_LINGER_MS): the conductor's and the outbox's
+    # pause after a small batch (matching/linger.py), as [gateway] batch_linger and dispatch_linger are
+    # the gateway's. Together they set what an order costs against how long it waits
+    # (docs/decisions/2026-12-08-lingers-trade-cpu-for-latency.md).
+    batch_linger: Duration = "1ms"  # type: ignore[assignment]
     amqp_url: str | None = None  # amqp://user@host:5672/vhost
     amqp_password_env: str | None = None  # the environment variable holding the password
     amqp_password_file: Path | None = None  # or a file holding it
@@ -223,6 +228,14 @@ class MatchingLink(BaseModel):
         assert self.amqp_url is not None
         return amqp_url_with_password(self.amqp_url, self.amqp_password_env,
                                       str(self.amqp_password_file) if self.amqp_password_file else None)
+
+    @field_validator("batch_linger")
+    @classmethod
+    def _short_linger(cls, value: float) -> float:
+        if value > MAX_LINGER_S:
+            raise ValueError(f"batch_linger {value * 1000:g}ms is longer than {MAX_LINGER_S * 1000:g}ms: it pauses "
+                             "the cells after every small batch (write e.g. 1ms, or 0ms for none)")
+        return value
 
     @model_validator(mode="after")
     def _partitions(self) -> MatchingLink:

@@ -193,7 +193,8 @@ def run_conductor(settings: CellSettings, target: str | None = None, also: list[
                                                     "conductor lease", lambda: conductor.lease.renewals))
     http = CellHttp(settings.http_port, conductor.metrics.registry, conductor.ready,
                     lambda pair: reconcile(control, conductor.keys, pair)).start()
-    return _serve(http, f"conductor p{conductor.partition} of {settings.partition_count} ({settings.durability})",
+    return _serve(http, f"conductor p{conductor.partition} of {settings.partition_count} ({settings.durability}, "
+                  f"linger {settings.batch_linger_ms:g}ms)",
                   conductor.run, control, conductor.partition, commands_from_broker=conductor.source is not None)
 
 
@@ -221,7 +222,8 @@ def run_outbox(settings: CellSettings, target: str | None, also: list[str],
                                                  "lease", lambda: worker.lease.renewals))
     http = CellHttp(settings.http_port, worker.metrics.registry,
                     lambda: worker.has_lease and (link is None or link.healthy)).start()
-    return _serve(http, f"outbox p{partition} draining {PartitionKeys(partition).events}", worker.run, control,
+    return _serve(http, f"outbox p{partition} draining {PartitionKeys(partition).events} "
+                  f"(linger {settings.batch_linger_ms:g}ms)", worker.run, control,
                   partition)
 
 

@@ -92,7 +92,7 @@ def test_conductor_process_serves_ready_and_releases_its_lease_on_sigterm(valkey
                             stderr=subprocess.STDOUT, text=True)
     try:
         assert proc.stdout is not None
-        assert "conductor p0 of 2 (memory)" in proc.stdout.readline()
+        assert "conductor p0 of 2 (memory, linger 1ms)" in proc.stdout.readline()
         deadline = time.monotonic() + 10
         while get(f"http://127.0.0.1:{port}/ready")[0] != 200 and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -318,3 +318,47 @@ def test_fixgw_up_on_an_http_port_another_process_holds_stops_with_the_reason(tm
     url = proc.stdout.split(" on ", 1)[1].split()[0]  # the embedded Valkey it had started is stopped
     with pytest.raises(redis.ConnectionError):
         redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
+
+
+def test_fixgw_up_gives_its_cells_the_linger_its_file_sets(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``[matching] batch_linger`` reaches the cells `fixgw up` starts: each says its linger when
+    it starts, and runs with it (MATCHING_BATCH_LINGER_MS in its environment)."""
+    from datastore.embedded import free_port
+
+    root = Path(__file__).resolve().parents[1]
+    config = (root / "config" / "fixgw.toml").read_text()
+    config = config.replace('\nbatch_linger = "1ms"', '\nbatch_linger = "3ms"', 1)
+    assert 'batch_linger = "3ms"' in config
+    (tmp_path / "fixgw.toml").write_text(config)
+    proc = subprocess.Popen([sys.executable, "-m", "fixgw.cli", "up", "--config", str(tmp_path / "fixgw.toml"),
+                             "--port", "0", "--data-dir", str(tmp_path / "v"), "--fix-port", str(free_port()),
+                             "--http-port", str(free_port())],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(root)}, start_new_session=True)
+    url, password = "", None
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline()]
+        url = lines[0].split(" on ")[1].split()[0]
+        password = (tmp_path / "v" / "password").read_text().strip()
+        deadline = time.monotonic() + 60
+        # two partitions, a conductor and an outbox each, and the gateway up
+        while sum("matching: " in ln for ln in lines) < 4 or not any(ln.startswith("fixgw: active") for ln in lines):
+            assert time.monotonic() < deadline and proc.poll() is None, lines
+            lines.append(proc.stdout.readline())
+        cells = [ln for ln in lines if ln.startswith("matching: ")]
+        assert sum("conductor p" in ln and "(memory, linger 3ms)" in ln for ln in cells) == 2, cells
+        assert sum("outbox p" in ln and "(linger 3ms)" in ln for ln in cells) == 2, cells
+        pids = [pid for pid in children(proc.pid) if b"matching" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(pids) == 4
+        for pid in pids:
+            assert b"MATCHING_BATCH_LINGER_MS=3\x00" in Path(f"/proc/{pid}/environ").read_bytes()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        if url:
+            with contextlib.suppress(redis.RedisError):
+                redis.Redis.from_url(url, socket_connect_timeout=0.5, password=password).shutdown(nosave=True)

@@ -115,7 +115,7 @@ def test_batch_linger_pauses_only_after_a_small_batch_and_is_bounded(monkeypatch
     setting's name, in the gateway's file and the cells' environment alike."""
     from pydantic import ValidationError
 
-    from fixgw.config import GatewaySettings
+    from fixgw.config import GatewaySettings, MatchingLink
     from matching.config import load_cell_settings
     from matching.linger import Linger
 
@@ -151,6 +151,12 @@ def test_batch_linger_pauses_only_after_a_small_batch_and_is_bounded(monkeypatch
         GatewaySettings(session=session, dispatch_linger="500ms")
     with pytest.raises(ValidationError, match="needs a unit"):
         GatewaySettings(session=session, batch_linger=1)
+
+    # the cells' that `fixgw up` starts ([matching]; passed on as MATCHING_BATCH_LINGER_MS)
+    assert MatchingLink().batch_linger == 0.001
+    assert MatchingLink(batch_linger="2ms").batch_linger == 0.002
+    with pytest.raises(ValidationError, match="batch_linger 500ms is longer than 100ms"):
+        MatchingLink(batch_linger="500ms")
 
     assert load_cell_settings().batch_linger_ms == 1.0
     monkeypatch.setenv("MATCHING_BATCH_LINGER_MS", "250")
