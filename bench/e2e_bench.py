@@ -12,9 +12,9 @@ Then, for the orders paced at ``--rate``, where their time went: the client's se
 report against the ids of each order's command entry and inbox event (``stages``).
 
 The gateway runs as ``fixgw up`` runs it, every thread on one CPU (``cpu_affinity = "auto"``)
-and its dispatcher's linger as ``config/fixgw.toml`` sets it, its Valkey as ``fixgw up`` starts it (``[embedded]`` of
-``config/fixgw.toml``: AOF everysec, on the CPUs the gateway leaves, and the cells beside it), and the raw echo's threads
-are on one CPU too
+and the lingers as ``config/fixgw.toml`` sets them (``--linger``: all three at one value), its
+Valkey as ``fixgw up`` starts it (``[embedded]`` of ``config/fixgw.toml``: AOF everysec, on the
+CPUs the gateway leaves, and the cells beside it), and the raw echo's threads are on one CPU too
 (``gateway_bench.py``'s baseline acceptor); one more row shows the gateway with the code's
 defaults (its threads left to the OS).
 
@@ -24,7 +24,7 @@ The load generator is a process of its own: ``bench/loadclient.cpp``, compiled o
 (g++), or ``bench/loadclient.py`` where it cannot be or with ``--python-load`` (the same orders
 and figures; the C++ one spends a fraction of the CPU, which counts in the whole system's).
 
-    .venv/bin/python bench/e2e_bench.py [--orders 2000] [--rate 2000] [--seconds 5] [--cpus-sleep] [--python-load]
+    .venv/bin/python bench/e2e_bench.py [--orders 2000] [--rate 2000] [--seconds 5] [--linger 2ms] [--cpus-sleep] [--python-load]
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from datastore.embedded import free_port, jemalloc_library  # noqa: E402
-from datastore.settings import read_toml  # noqa: E402
+from datastore.settings import parse_duration, read_toml  # noqa: E402
 from fixgw import sendpath  # noqa: E402
 from fixgw.affinity import cpu_by_thread, cpus_for, datastore_cpus  # noqa: E402
 from fixgw.awake import KeepAwake  # noqa: E402
@@ -70,10 +70,27 @@ PIPELINE = 50  # orders a write in the throughput run (bench/loadclient.py)
 LOAD_CLIENT = ROOT / "bench" / "loadclient.py"  # the load generator, a process of its own
 NATIVE_LOAD_CLIENT = ROOT / "bench" / "loadclient.cpp"  # the same in C++, at a fraction of its CPU
 NATIVE_LOAD_BUILT = ROOT / "build" / "loadclient"  # (compiled on first use: ``load_client``)
-# The gateway as `fixgw up` runs it (config/fixgw.toml): every thread on one CPU (fixgw/affinity.py),
-# and the shipped file's linger in its dispatcher.
-DISPATCH_LINGER = read_toml(DEFAULT_CONFIG)["gateway"]["dispatch_linger"]
-PINNED = f'cpu_affinity = "auto"\ndispatch_linger = "{DISPATCH_LINGER}"'
+
+
+def shipped_lingers() -> dict[str, str]:
+    """The pauses after a small batch that config/fixgw.toml gives `fixgw up`'s loops: the
+    intake's and the dispatcher's (``[gateway]``) and the cells' (``[matching]``); one not set
+    there is the code's default."""
+    shipped = read_toml(DEFAULT_CONFIG)
+    gateway, matching = shipped.get("gateway", {}), shipped.get("matching", {})
+    return {"intake": gateway.get("batch_linger", "1ms"), "dispatcher": gateway.get("dispatch_linger", "1ms"),
+            "cells": matching.get("batch_linger", "1ms")}
+
+
+def gateway_lines(lingers: dict[str, str], cpus: str = '"auto"') -> str:
+    """A gateway as `fixgw up` runs it: every thread on one CPU (fixgw/affinity.py), with the lingers."""
+    return (f'cpu_affinity = {cpus}\nbatch_linger = "{lingers["intake"]}"\n'
+            f'dispatch_linger = "{lingers["dispatcher"]}"')
+
+
+def cells_linger(lingers: dict[str, str]) -> None:
+    """The cells every system of this run starts take the linger from their environment."""
+    os.environ["MATCHING_BATCH_LINGER_MS"] = f"{parse_duration(lingers['cells']) * 1000:g}"
 
 
 def load_client(python_only: bool = False) -> tuple[list[str], str]:
@@ -319,7 +336,13 @@ def main() -> None:
                     help="the load generator in Python (bench/loadclient.py) even where the C++ one builds")
     ap.add_argument("--cpus-sleep", action="store_true",
                     help="let idle CPUs halt, whatever config/fixgw.toml's [embedded] keep_cpus_awake says")
+    ap.add_argument("--linger", default=None,
+                    help="the intake's, the dispatcher's and the cells' pause after a small batch, all three (e.g. "
+                         "2ms; default: config/fixgw.toml's): what an order costs against how long it waits")
     args = ap.parse_args()
+    args.lingers = shipped_lingers() if args.linger is None else dict.fromkeys(("intake", "dispatcher", "cells"),
+                                                                                args.linger)
+    cells_linger(args.lingers)
     args.load, args.load_name = load_client(args.python_load)  # (``measure`` runs it)
     # As `fixgw up` runs: idle CPUs spin (fixgw/awake.py), for the raw echo as for fixgw.
     awake = None
@@ -348,7 +371,7 @@ def run(args: argparse.Namespace) -> None:
     finally:
         echo.terminate()
     pinned = cpus_for("auto")
-    with running_system("fixgw-e2e-", pinned, gateway_lines=PINNED) as (system, server):
+    with running_system("fixgw-e2e-", pinned, gateway_lines=gateway_lines(args.lingers)) as (system, server):
         procs = system_processes(system, server)
         if not args.cells_anywhere:  # as ``fixgw up`` places them: beside Valkey
             for cell in system.cells.values():
@@ -407,8 +430,8 @@ def run(args: argparse.Namespace) -> None:
     # gateways pinned apart: the order entry's to the first CPU, the drop copy's to the last.
     both = {min(pinned), max(os.sched_getaffinity(0))}
     with running_system("fixgw-e2e-split-", both, sessions=ORDER_ENTRY_SESSIONS, drop_copy_sessions=DROP_COPY_SESSIONS,
-                        gateway_lines=PINNED,
-                        drop_copy_gateway_lines=f'cpu_affinity = [{max(both)}]\ndispatch_linger = "{DISPATCH_LINGER}"'
+                        gateway_lines=gateway_lines(args.lingers),
+                        drop_copy_gateway_lines=gateway_lines(args.lingers, f"[{max(both)}]")
                         ) as (system, server):
         split_procs = system_processes(system, server)
         split_before = all_cpu_seconds(split_procs)
@@ -428,7 +451,9 @@ def run(args: argparse.Namespace) -> None:
     print(f"\nNewOrderSingle → first ExecutionReport; client in a separate process; "
           f"{args.orders} orders for throughput, {args.rate:.0f}/s for {args.seconds:.0f}s for latency; "
           f"the gateway's send path {sendpath.described(sendpath.chosen('auto'))}, Valkey's allocator "
-          f"{'jemalloc' if jemalloc_library() else 'the C library’s'}, the load generator {args.load_name}\n")
+          f"{'jemalloc' if jemalloc_library() else 'the C library’s'}, the load generator {args.load_name}; "
+          f"the lingers: the intake {args.lingers['intake']}, the dispatcher {args.lingers['dispatcher']}, "
+          f"the cells {args.lingers['cells']}\n")
     print(f"{'':44} {'orders/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'answered':>9}")
     print(f"{'raw QuickFIX echo (MemoryStore, no matching)':44} {raw['throughput']:9.0f} {raw['p50_ms']:8.2f} "
           f"{raw['p99_ms']:8.2f} {raw['answered']:>5}/{raw['paced']}")
