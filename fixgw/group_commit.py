@@ -301,7 +301,11 @@ class GroupCommit:
         d.seq, d.sending_time = seq, stamp
         sender, target = cfg.sender_comp_id, cfg.target_comp_id
         assert sender is not None and target is not None, "GatewaySettings fills them in"
-        d.raw = (filled_body if d.plain else filled)(d.text, cfg.begin_string, sender, target, seq, stamp)
+        if not d.plain:
+            d.raw = filled(d.text, cfg.begin_string, sender, target, seq, stamp)
+        else:  # (the extension's makes the same bytes, a quarter of the time: tests/test_fixmsg.py)
+            fill = self.native.filled_body if self.native is not None else filled_body
+            d.raw = fill(d.text, cfg.begin_string, sender, target, seq, stamp)
 
     def _in_flight_delivery(self) -> tuple[str, SessionMessage] | None:
         """The session and delivery this thread is sending right now, if any (taken once)."""

@@ -170,3 +170,26 @@ def test_the_native_reader_of_an_inbound_message_gives_what_inbound_gives(seed: 
         assert native(m) == inbound(m)
         compared += 1
     assert compared > 250
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_native_filled_body_makes_the_bytes_filled_body_makes(seed: int) -> None:
+    """The extension's ``filled_body`` (the dispatcher's send path) against ``fixmsg.filled_body``
+    over random report texts: non-ASCII values, bytes held as surrogates, long bodies (a checksum
+    over many bytes), numbers up to the largest MsgSeqNum; and the same error for a text with no
+    field separator."""
+    from fixgw import sendpath
+
+    assert sendpath.native is not None, sendpath.why_not
+    rng = random.Random(seed)
+    alphabet = "AZaz09=.-/ :\u00e9\u20ac\udcff\udc80"  # (the last two: bytes that were not UTF-8)
+    for _ in range(500):
+        fields = [(rng.randint(1, 9999), "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))))
+                  for _ in range(rng.randint(0, 30))]
+        text = "8\x01" + "".join(f"{tag}={value}\x01" for tag, value in fields)
+        args = (text, rng.choice(["FIX.4.2", "FIX.4.4", "FIXT.1.1"]), rng.choice(["FIXGW", "GW\u00e9"]),
+                rng.choice(["CLIENT1", "DC"]), rng.randint(1, 2**31 - 1), "20261208-01:23:25.036")
+        assert sendpath.native.filled_body(*args) == filled_body(*args)
+    for fill in (sendpath.native.filled_body, filled_body):
+        with pytest.raises(ValueError, match="substring not found"):
+            fill("8", "FIX.4.4", "GW", "C", 1, "20261208-01:23:25.036")
