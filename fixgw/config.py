@@ -186,6 +186,14 @@ class PartitionEndpoint(RedisEndpoint):
     index: int = Field(ge=0)
 
 
+def short_linger(value: float, info: ValidationInfo) -> float:
+    """A linger (matching/linger.py) within ``MAX_LINGER_S``: longer would be a misconfiguration."""
+    if value > MAX_LINGER_S:
+        raise ValueError(f"{info.field_name} {value * 1000:g}ms is longer than {MAX_LINGER_S * 1000:g}ms: it "
+                         "pauses the order path after every small batch (write e.g. 1ms, or 0ms for none)")
+    return value
+
+
 class MatchingLink(BaseModel):
     """``[matching]``: how the gateway reaches the cells and prices the instruments."""
 
@@ -231,11 +239,8 @@ class MatchingLink(BaseModel):
 
     @field_validator("batch_linger")
     @classmethod
-    def _short_linger(cls, value: float) -> float:
-        if value > MAX_LINGER_S:
-            raise ValueError(f"batch_linger {value * 1000:g}ms is longer than {MAX_LINGER_S * 1000:g}ms: it pauses "
-                             "the cells after every small batch (write e.g. 1ms, or 0ms for none)")
-        return value
+    def _short_linger(cls, value: float, info: ValidationInfo) -> float:
+        return short_linger(value, info)
 
     @model_validator(mode="after")
     def _partitions(self) -> MatchingLink:
@@ -367,10 +372,7 @@ class GatewaySettings(BaseModel):
     @field_validator("batch_linger", "dispatch_linger")
     @classmethod
     def _short_linger(cls, value: float, info: ValidationInfo) -> float:
-        if value > MAX_LINGER_S:
-            raise ValueError(f"{info.field_name} {value * 1000:g}ms is longer than {MAX_LINGER_S * 1000:g}ms: it "
-                             "pauses the order path after every small batch (write e.g. 1ms, or 0ms for none)")
-        return value
+        return short_linger(value, info)
 
     @field_validator("drop_copy_every")
     @classmethod
