@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -46,21 +47,31 @@ def shared_standalone() -> Iterator[embedded.ValkeyProcess]:
 
 
 REDIS70_URL = "redis://127.0.0.1:6379"
-REDIS70_DB = 11  # our own database on the machine's Redis 7.0, emptied after each use
+REDIS70_DB = 11  # our own databases on the machine's Redis 7.0 (11-15), each emptied after each use
+
+
+def redis70_db() -> int:
+    """This test process's database on the machine's Redis 7.0: one per pytest-xdist worker
+    (``make test`` runs four). Each empties its database before and after its tests, so two
+    workers on one database emptied each other's keys mid-test (a session's owner key gone:
+    "FENCED session owned by epoch none"). A sixth worker and more share them again."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    return REDIS70_DB + (int(worker) if worker.isdigit() else 0) % 5
 
 
 class SharedRedis:
     """The machine's Redis 7.0 (not ours to start or stop): one database of it."""
 
-    def __init__(self, db: int = REDIS70_DB) -> None:
-        self.url = f"{REDIS70_URL}/{db}"
+    def __init__(self, db: int | None = None) -> None:
+        self.db = redis70_db() if db is None else db
+        self.url = f"{REDIS70_URL}/{self.db}"
 
     def client(self) -> redis.Redis:
         return redis.Redis.from_url(self.url)
 
 
 def shared_redis_70() -> Iterator[SharedRedis]:
-    """The machine's Redis at 127.0.0.1:6379, database REDIS70_DB, emptied before and after;
+    """The machine's Redis at 127.0.0.1:6379, this worker's database, emptied before and after;
     skipped (saying why) where there is no such server."""
     server = SharedRedis()
     try:

@@ -2,9 +2,10 @@
 
 Redis 7.0 has no WAITAOF (7.2+): ``aof-replicated`` must be refused at boot saying so; the
 session store, the matching cell in ``memory`` mode and the whole order path must work. These
-tests use database ``REDIS70_DB`` of that server and empty it afterwards (nothing else of the
-machine's is touched). Without that server they are skipped with the reason; the store tests
-also run on it through the ``endpoint`` fixture's ``redis-7.0`` parameter (conftest.py).
+tests use a database of that server of their own (``redis70_db``: one per test worker) and
+empty it afterwards (nothing else of the machine's is touched). Without that server they are
+skipped with the reason; the store tests also run on it through the ``endpoint`` fixture's
+``redis-7.0`` parameter (conftest.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from tests.cell_helpers import (
     stream_events,
     submit_all,
 )
-from tests.conftest import REDIS70_DB, SharedRedis, shared_redis_70
+from tests.conftest import SharedRedis, redis70_db, shared_redis_70
 from tests.system_helpers import System, summary, wait_reports
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in `make unit`
@@ -41,7 +42,7 @@ def redis70() -> Iterator[SharedRedis]:
 def test_it_is_the_redis_the_machine_provides(redis70: SharedRedis) -> None:
     info = redis70.client().info("server")
     assert str(info["redis_version"]).startswith("7.0."), info["redis_version"]
-    assert redis70.url.endswith(f"/{REDIS70_DB}")
+    assert redis70.url.endswith(f"/{redis70_db()}") and 11 <= redis70_db() <= 15
 
 
 def test_aof_replicated_is_refused_at_boot_because_redis_70_has_no_waitaof(redis70: SharedRedis) -> None:
